@@ -1,0 +1,114 @@
+// Tensor: float32 n-d values, a gradient slot, and the tape entry that made it.
+//
+// A Tensor is a cheap HANDLE: copies are shallow. `Tensor b = a;` makes b and a
+// name the same values and the same gradient slot (one shared TensorImpl), just
+// like assigning a torch.Tensor in Python. To get an independent copy, use
+// `a.detach()` (which copies values) or build a new Tensor from `a.value()`.
+//
+// Leaves are tensors you create (parameters, inputs). Non-leaves are outputs of
+// recorded ops; their gradient is only kept if you call retain_grad() on them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+
+#include "core/grad.hpp"
+
+namespace tg {
+
+using Indices = xt::xarray<int64_t>;  // integer inputs: class labels, token ids, rows
+using Generator = std::mt19937;       // pass one explicitly to every random factory
+
+struct Node;  // one tape entry, see core/tape.hpp
+
+struct TensorImpl {
+  Array value;
+  Grad grad;                      // what grad() returns: leaves, and non-leaves that retain_grad
+  Grad pending;                   // gradient flowing into a non-leaf during one backward()
+  bool requires_grad = false;
+  bool retains_grad = false;
+  std::shared_ptr<Node> creator;  // the op that produced this tensor; null for leaves
+};
+
+class Tensor {
+ public:
+  Tensor();  // a 0-d tensor holding 0
+  explicit Tensor(Array value, bool requires_grad = false);
+  Tensor(xt::nested_initializer_list_t<float, 1> values, bool requires_grad = false);
+  Tensor(xt::nested_initializer_list_t<float, 2> values, bool requires_grad = false);
+  Tensor(xt::nested_initializer_list_t<float, 3> values, bool requires_grad = false);
+
+  // --- values ---
+  const Array& value() const { return impl_->value; }
+  Shape shape() const;
+  std::size_t dim() const { return impl_->value.dimension(); }
+  std::size_t numel() const { return impl_->value.size(); }
+  float item() const;  // the single value of a one-element tensor
+
+  // Raw storage, like PyTorch's `.data`: writes are not recorded on the tape.
+  // Optimizers use it; most code wants copy_() instead.
+  Array& data() { return impl_->value; }
+  // Overwrites the values in place (same shape). A tensor that requires grad can
+  // only be overwritten under NoGradGuard, as in PyTorch.
+  void copy_(const Array& src);
+
+  // --- gradients ---
+  bool requires_grad() const { return impl_->requires_grad; }
+  Tensor& set_requires_grad(bool on);  // leaves only
+  bool is_leaf() const { return impl_->creator == nullptr; }
+  const Grad& grad() const { return impl_->grad; }
+  Grad& grad_mut() { return impl_->grad; }
+  Array grad_dense() const { return impl_->grad.to_dense(shape()); }  // zeros when empty
+  void zero_grad() { impl_->grad.clear(); }
+  void retain_grad();  // keep this non-leaf's gradient after backward()
+
+  // Adds g into this tensor's gradient (or, for a non-leaf, into the gradient
+  // that flows on during backward). Backward closures call these.
+  // Pass std::move(g) to hand over the buffer instead of copying it.
+  void accumulate_grad(Array g);
+  void accumulate_grad(SparseRows g);
+
+  // Runs backpropagation from this tensor. Without `gradient`, the tensor must
+  // hold one element (a loss) and the seed is 1. The recorded ops of this graph
+  // are released afterwards unless retain_graph is true.
+  void backward(std::optional<Array> gradient = std::nullopt, bool retain_graph = false) const;
+
+  Tensor detach() const;  // a new leaf with a copy of the values, no history
+
+  // Identity, not value equality: do both handles name the same tensor?
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  const std::shared_ptr<Node>& creator() const { return impl_->creator; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Factories. Random ones take the generator explicitly so runs are reproducible.
+Tensor zeros(const Shape& shape, bool requires_grad = false);
+Tensor ones(const Shape& shape, bool requires_grad = false);
+Tensor full(const Shape& shape, float value, bool requires_grad = false);
+Tensor randn(const Shape& shape, Generator& gen, bool requires_grad = false);  // N(0, 1)
+Tensor rand(const Shape& shape, Generator& gen, bool requires_grad = false);   // U[0, 1)
+
+// Grad mode. While a NoGradGuard lives, no op is recorded (this thread only).
+bool is_grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace tg

@@ -1,0 +1,29 @@
+# Shared set-up for scripts/test, scripts/demo and scripts/bench (sourced, not run).
+# Installs the Debian packages that are missing (nothing when all are present),
+# then configures and builds the project in $build_dir.
+
+packages=(g++ meson ninja-build pkg-config
+          xtensor-dev xtl-dev libxtensor-blas-dev libopenblas-dev
+          nlohmann-json3-dev doctest-dev python3 python3-numpy)
+
+install_missing_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "setup: installing ${missing[*]}" >&2
+  local sudo=()
+  [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# configure_and_build DIR [meson setup options...]
+configure_and_build() {
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >&2
+  fi
+  meson compile -C "$dir" >&2
+}

@@ -1,0 +1,86 @@
+// Shared by the test files: reference numbers from PyTorch, and float comparisons.
+//
+// Reference files live in tests/data/*.json and are written by the scripts in
+// tests/tools/ (run with Debian's python3-torch). An array is stored as
+// {"shape": [2, 3], "data": [...]} in row-major order.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <xtensor/xarray.hpp>
+
+#include "core/grad.hpp"
+
+namespace tg::test {
+
+inline std::string source_path(const std::string& relative) {
+  return std::string(TAPEGRAD_SOURCE_DIR) + "/" + relative;
+}
+
+// Loads tests/data/<name>.json once per process.
+inline const nlohmann::json& reference(const std::string& name) {
+  static std::map<std::string, nlohmann::json> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    std::ifstream in(source_path("tests/data/" + name + ".json"));
+    REQUIRE_MESSAGE(in.good(), "missing reference file tests/data/" << name << ".json");
+    it = cache.emplace(name, nlohmann::json::parse(in)).first;
+  }
+  return it->second;
+}
+
+inline Array to_array(const nlohmann::json& j) {
+  Shape shape = j.at("shape").get<Shape>();
+  std::vector<float> data = j.at("data").get<std::vector<float>>();
+  Array a = xt::zeros<float>(shape);
+  REQUIRE(a.size() == data.size());
+  std::copy(data.begin(), data.end(), a.begin());
+  return a;
+}
+
+template <class T = int64_t>
+inline xt::xarray<T> to_int_array(const nlohmann::json& j) {
+  Shape shape = j.at("shape").get<Shape>();
+  std::vector<T> data = j.at("data").get<std::vector<T>>();
+  xt::xarray<T> a = xt::zeros<T>(shape);
+  REQUIRE(a.size() == data.size());
+  std::copy(data.begin(), data.end(), a.begin());
+  return a;
+}
+
+// Empty when every |a - b| <= atol + rtol * |b| (NaN never passes); otherwise
+// a sentence naming the first element that differs.
+inline std::string mismatch(const Array& a, const Array& b, double rtol = 1e-5, double atol = 1e-6) {
+  if (!std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
+    return "shapes differ: " + shape_str(Shape(a.shape().begin(), a.shape().end())) + " vs " +
+           shape_str(Shape(b.shape().begin(), b.shape().end()));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double x = a.data()[i], y = b.data()[i];
+    if (!(std::abs(x - y) <= atol + rtol * std::abs(y))) {
+      std::ostringstream s;
+      s << "element " << i << ": " << x << " vs " << y << " (diff " << std::abs(x - y) << ")";
+      return s.str();
+    }
+  }
+  return "";
+}
+
+inline bool allclose(const Array& a, const Array& b, double rtol = 1e-5, double atol = 1e-6) {
+  return mismatch(a, b, rtol, atol).empty();
+}
+
+}  // namespace tg::test
+
+// CHECK_ALLCLOSE(a, b[, rtol[, atol]]): on failure prints the first differing element.
+#define CHECK_ALLCLOSE(a, b, ...)                                                      \
+  do {                                                                                 \
+    std::string why_ = ::tg::test::mismatch((a), (b) __VA_OPT__(, ) __VA_ARGS__);      \
+    CHECK_MESSAGE(why_.empty(), #a " vs " #b ": " << why_);                            \
+  } while (0)
