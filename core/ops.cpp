@@ -246,6 +246,48 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                 });
 }
 
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  const Shape xs = x.shape(), ws = weight.shape();
+  if (ws.size() != 2 || xs.empty() || xs.back() != ws[1])
+    throw std::invalid_argument("linear: input " + shape_str(xs) + " does not fit weight " +
+                                shape_str(ws) + " (expected input [.., " +
+                                (ws.size() == 2 ? std::to_string(ws[1]) : std::string("in")) + "])");
+  const std::size_t in = ws[1], out_f = ws[0], rows = x.numel() / std::max<std::size_t>(in, 1);
+  if (bias && bias->shape() != Shape{out_f})
+    throw std::invalid_argument("linear: bias " + shape_str(bias->shape()) + " for weight " +
+                                shape_str(ws) + " (expected [" + std::to_string(out_f) + "])");
+  Shape out_shape = xs;
+  out_shape.back() = out_f;
+  Array y = xt::empty<float>(out_shape);
+  if (bias) {  // start from the bias in every row, then let BLAS add x W^T on top
+    for (std::size_t r = 0; r < rows; ++r) std::copy_n(bias->value().data(), out_f, y.data() + r * out_f);
+  }
+  // [rows, in] x [out, in]^T -> [rows, out]
+  gemm(false, true, rows, out_f, in, x.value().data(), weight.value().data(), y.data(), bias.has_value());
+
+  std::vector<Tensor> inputs{x, weight};
+  if (bias) inputs.push_back(*bias);
+  return record("linear", std::move(y), std::move(inputs),
+                [rows, in, out_f](const Array& g, const Array&, std::vector<Tensor>& in_t) {
+                  if (in_t[0].requires_grad()) {  // dx = g W: [rows, out] x [out, in]
+                    Array gx = xt::empty<float>(in_t[0].shape());
+                    gemm(false, false, rows, in, out_f, g.data(), in_t[1].value().data(), gx.data());
+                    in_t[0].accumulate_grad(std::move(gx));
+                  }
+                  if (in_t[1].requires_grad()) {  // dW = g^T x: [out, rows] x [rows, in]
+                    Array gw = xt::empty<float>({out_f, in});
+                    gemm(true, false, out_f, in, rows, g.data(), in_t[0].value().data(), gw.data());
+                    in_t[1].accumulate_grad(std::move(gw));
+                  }
+                  if (in_t.size() == 3 && in_t[2].requires_grad()) {  // db = column sums of g
+                    Array gb = xt::zeros<float>({out_f});
+                    for (std::size_t r = 0; r < rows; ++r)
+                      for (std::size_t o = 0; o < out_f; ++o) gb.data()[o] += g.data()[r * out_f + o];
+                    in_t[2].accumulate_grad(std::move(gb));
+                  }
+                });
+}
+
 // --------------------------------------------------------------- reductions
 
 Tensor sum(const Tensor& a) {

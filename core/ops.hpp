@@ -49,6 +49,11 @@ Tensor relu(const Tensor& a);
 // ---- matrix product through BLAS: [n, k] x [k, m] -> [n, m] and [B, n, k] x [k, m] -> [B, n, m]
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// PyTorch's F.linear: x [.., in] times weight [out, in] transposed, plus bias [out]
+// (bias may be an empty Tensor handle: pass std::nullopt). One GEMM with the
+// transpose as a flag, no copy of weight^T; backward is two more GEMMs.
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+
 // ---- reductions. dim may be negative (counted from the end).
 Tensor sum(const Tensor& a);                                     // all elements -> 0-d
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);

@@ -94,6 +94,12 @@ Tensor Tensor::detach() const { return Tensor(impl_->value); }
 
 // ---------------------------------------------------------------- factories
 
+Generator& default_generator() {
+  static thread_local Generator gen(0);
+  return gen;
+}
+void manual_seed(uint64_t seed) { default_generator().seed(static_cast<Generator::result_type>(seed)); }
+
 Tensor zeros(const Shape& shape, bool requires_grad) {
   return Tensor(xt::zeros<float>(shape), requires_grad);
 }

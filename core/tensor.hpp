@@ -91,6 +91,11 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// The generator used when none is passed (module initialisation, for one).
+// manual_seed() resets it, like torch.manual_seed.
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
 // Factories. Random ones take the generator explicitly so runs are reproducible.
 Tensor zeros(const Shape& shape, bool requires_grad = false);
 Tensor ones(const Shape& shape, bool requires_grad = false);
