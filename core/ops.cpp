@@ -81,6 +81,13 @@ static Shape reduced_shape(Shape s, std::size_t ax, bool keepdim) {
   return s;
 }
 
+// Product of all dims but the last: the rows of a [.., k] tensor seen as 2-d.
+static std::size_t leading_rows(const Shape& s) {
+  std::size_t r = 1;
+  for (std::size_t i = 0; i + 1 < s.size(); ++i) r *= s[i];
+  return r;
+}
+
 // C[m, n] = op(A)[m, k] * op(B)[k, n] (+ C if accumulate), row-major, through BLAS.
 static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
                  const float* A, const float* B, float* C, bool accumulate = false) {
@@ -225,7 +232,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     throw std::invalid_argument("matmul: shapes " + shape_str(as) + " and " + shape_str(bs) +
                                 ": inner dimensions differ (" + std::to_string(k) + " vs " +
                                 std::to_string(bs[0]) + ")");
-  const std::size_t rows = a.numel() / std::max<std::size_t>(k, 1);  // B * n rows for 3-d
+  const std::size_t rows = leading_rows(as);  // B * n rows for 3-d
   Shape out_shape = as;
   out_shape.back() = m;
   Array out = xt::empty<float>(out_shape);
@@ -252,7 +259,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
     throw std::invalid_argument("linear: input " + shape_str(xs) + " does not fit weight " +
                                 shape_str(ws) + " (expected input [.., " +
                                 (ws.size() == 2 ? std::to_string(ws[1]) : std::string("in")) + "])");
-  const std::size_t in = ws[1], out_f = ws[0], rows = x.numel() / std::max<std::size_t>(in, 1);
+  const std::size_t in = ws[1], out_f = ws[0], rows = leading_rows(xs);
   if (bias && bias->shape() != Shape{out_f})
     throw std::invalid_argument("linear: bias " + shape_str(bias->shape()) + " for weight " +
                                 shape_str(ws) + " (expected [" + std::to_string(out_f) + "])");

@@ -1,0 +1,178 @@
+// The tape: what gets recorded, how backward() walks and releases it, and that
+// memory stays bounded.
+#include <doctest/doctest.h>
+
+#include "helpers.hpp"
+#include "tapegrad.hpp"
+
+using tg::Array;
+using tg::Tensor;
+
+namespace {
+std::size_t live() { return tg::Tape::current().live_count(); }
+}  // namespace
+
+TEST_SUITE("core.tape") {
+  TEST_CASE("a value used twice (diamond) gets both contributions") {
+    Tensor x({2.0f}, true);
+    Tensor a = x * 3.0f, b = x * x;  // y = 3x + x^2, dy/dx = 3 + 2x = 7
+    Tensor y = a + b;
+    y.backward();
+    CHECK(x.grad().dense()(0) == doctest::Approx(7.0));
+  }
+
+  TEST_CASE("a non-leaf reused by several ops") {
+    Tensor x({1.0f, -2.0f}, true);
+    Tensor h = tg::tanh(x);               // reused three times
+    Tensor y = tg::sum(h * h + h * 2.0f + tg::exp(h));
+    y.backward();
+    Array t = xt::tanh(x.value());
+    Array expected = (2.0f * t + 2.0f + xt::exp(t)) * (1.0f - t * t);
+    CHECK_ALLCLOSE(x.grad().dense(), expected, 1e-5);
+  }
+
+  TEST_CASE("gradients accumulate over backward calls until zero_grad") {
+    Tensor w({1.0f, 2.0f}, true);
+    tg::sum(w * 3.0f).backward();
+    tg::sum(w * 3.0f).backward();
+    CHECK(w.grad().dense() == Array({6.0f, 6.0f}));
+    w.zero_grad();
+    CHECK(w.grad().empty());
+    tg::sum(w * w).backward();
+    CHECK(w.grad().dense() == Array({2.0f, 4.0f}));
+  }
+
+  TEST_CASE("only ops with an input that requires grad are recorded") {
+    const std::size_t before = live();
+    Tensor a({1.0f}), b({2.0f});
+    Tensor c = a + b;
+    CHECK(c.is_leaf());
+    CHECK_FALSE(c.requires_grad());
+    CHECK(live() == before);
+    Tensor w({1.0f}, true);
+    Tensor d = a * w;
+    CHECK_FALSE(d.is_leaf());
+    CHECK(d.requires_grad());
+    CHECK(d.creator()->op == "mul");
+    CHECK(live() == before + 1);
+  }
+
+  TEST_CASE("NoGradGuard: nothing is recorded") {
+    Tensor w({1.0f, 2.0f}, true);
+    const std::size_t before = live();
+    {
+      tg::NoGradGuard no_grad;
+      Tensor y = tg::sum(tg::tanh(w) * 2.0f);
+      CHECK_FALSE(y.requires_grad());
+      CHECK(y.is_leaf());
+      CHECK(live() == before);
+      CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("does not require grad"), std::logic_error);
+    }
+    CHECK(w.grad().empty());
+  }
+
+  TEST_CASE("retain_grad keeps a non-leaf's gradient; others keep none") {
+    Tensor x({1.0f, 2.0f}, true);
+    Tensor h = x * 2.0f, k = h * 1.0f;
+    h.retain_grad();
+    tg::sum(k * k).backward();
+    CHECK(h.grad().dense() == Array({4.0f, 8.0f}));  // d/dh sum(h^2) = 2h
+    CHECK(k.grad().empty());
+    CHECK(x.grad().dense() == Array({8.0f, 16.0f}));
+  }
+
+  TEST_CASE("backward releases the graph; a second backward is a clear error") {
+    Tensor x({3.0f}, true);
+    Tensor y = x * x;
+    y.backward();
+    CHECK(y.creator()->released);
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("mul' (tape entry"), std::logic_error);
+    CHECK(x.grad().dense()(0) == 6.0f);  // unchanged by the failed call
+  }
+
+  TEST_CASE("a second backward reaching a released part fails before touching anything") {
+    Tensor x({3.0f}, true), w({2.0f}, true);
+    Tensor h = x * x;           // shared part
+    Tensor y1 = h * 1.0f;
+    y1.backward();               // releases h's entry too
+    Tensor y2 = h * w;           // new op on top of a released graph
+    CHECK_THROWS_WITH_AS(y2.backward(), doctest::Contains("already released"), std::logic_error);
+    CHECK(w.grad().empty());     // the new entry did not run either
+    CHECK(x.grad().dense()(0) == 6.0f);
+  }
+
+  TEST_CASE("retain_graph = true allows a second backward, and gradients add up") {
+    Tensor x({3.0f}, true);
+    Tensor y = x * x;
+    y.backward(std::nullopt, true);
+    CHECK_FALSE(y.creator()->released);
+    y.backward();
+    CHECK(x.grad().dense()(0) == 12.0f);
+  }
+
+  TEST_CASE("backward argument errors") {
+    Tensor w({1.0f, 2.0f}, true);
+    Tensor y = w * 2.0f;
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("shape [2]: pass backward(gradient)"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(y.backward(Array{1.0f}), doctest::Contains("gradient of shape [1] for a tensor of shape [2]"), std::invalid_argument);
+    CHECK_THROWS_AS(Tensor({1.0f}).backward(), std::logic_error);
+    y.backward(Array{1.0f, 10.0f});  // an explicit seed works on a non-scalar
+    CHECK(w.grad().dense() == Array({2.0f, 20.0f}));
+    CHECK_THROWS_AS(y.set_requires_grad(false), std::logic_error);
+  }
+
+  TEST_CASE("backward from a leaf seeds its own gradient") {
+    Tensor w({5.0f}, true);
+    w.backward();
+    CHECK(w.grad().dense()(0) == 1.0f);
+  }
+
+  TEST_CASE("liveness: nothing stays recorded after backward") {
+    const std::size_t before = live();
+    Tensor w = tg::ones({4, 3}, true), b = tg::zeros({3}, true);
+    for (int step = 0; step < 5; ++step) {
+      Tensor x = tg::full({2, 4}, 0.5f);
+      Tensor loss = tg::cross_entropy(tg::tanh(tg::matmul(x, w) + b), tg::Indices{0, 2});
+      CHECK(live() > before);
+      loss.backward();
+      CHECK(live() == before);
+    }
+  }
+
+  TEST_CASE("liveness: forward passes without backward free their entries") {
+    Tensor w = tg::ones({4, 3}, true);
+    std::weak_ptr<tg::Node> first;
+    const std::size_t before = live();
+    for (int i = 0; i < 10000; ++i) {  // e.g. evaluation without NoGradGuard
+      Tensor out = tg::sum(tg::tanh(tg::matmul(tg::full({2, 4}, 0.1f), w)));
+      if (i == 0) first = out.creator();
+    }
+    CHECK(first.expired());   // the graph died with its output
+    CHECK(live() == before);
+    // The tape's own slot list is pruned as it grows: bounded, not 30000 entries.
+    CHECK(tg::Tape::current().slots() < 200);
+  }
+
+  TEST_CASE("liveness: a kept output keeps exactly its graph alive") {
+    Tensor w = tg::ones({2}, true);
+    const std::size_t before = live();
+    std::vector<Tensor> kept;
+    for (int i = 0; i < 3; ++i) kept.push_back(tg::sum(w * 2.0f));  // 2 entries each
+    CHECK(live() == before + 6);
+    kept.clear();
+    CHECK(live() == before);
+  }
+
+  TEST_CASE("the tape lists entries in recording order") {
+    Tensor w({1.0f}, true);
+    Tensor y = tg::exp(w * 2.0f);
+    auto entries = tg::Tape::current().live_entries();
+    REQUIRE(entries.size() >= 2);
+    auto last = entries.back(), prev = entries[entries.size() - 2];
+    CHECK(last->op == "exp");
+    CHECK(prev->op == "mul_scalar");
+    CHECK(prev->index < last->index);
+    CHECK(last->inputs.size() == 1);
+    CHECK(last->inputs[0].creator() == prev);
+  }
+}
