@@ -1,0 +1,156 @@
+// The examples, run as a user runs them: the real binaries, their output files.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "data/split.hpp"
+#include "data/tsv.hpp"
+#include "helpers.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs a shell command, capturing what it prints.
+Result run(const std::string& command) {
+  Result r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+std::string bow() { return std::string(TAPEGRAD_BUILD_DIR) + "/examples/bow_classifier"; }
+std::string tiny() { return tg::test::source_path("tests/data/tiny_spam.tsv"); }
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("tapegrad-test-" + name + "-" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream s(line);
+    for (std::string c; std::getline(s, c, ',');) cells.push_back(c);
+    if (!line.empty() && line.back() == ',') cells.push_back("");
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_SUITE("examples") {
+  TEST_CASE("bow_classifier --mode both with SGD: matching curves, better than the majority class") {
+    const fs::path dir = temp_dir("bow");
+    const fs::path csv = dir / "metrics.csv", model = dir / "model.safetensors", preds = dir / "pred.tsv";
+    Result r = run(bow() + " --data " + tiny() + " --mode both --optim sgd --lr 0.2 --epochs 30 --dim 8 " +
+                   "--batch 4 --min-df 1 --metrics " + csv.string() + " --save " + model.string() +
+                   " --predictions " + preds.string());
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("largest loss difference") != std::string::npos);
+
+    // Per step, the two runs' losses agree (columns: kind,mode,epoch,step,loss,...).
+    std::map<std::string, std::map<std::string, double>> loss;  // step -> mode -> loss
+    std::map<std::string, double> final_accuracy;
+    for (const auto& row : read_csv(csv)) {
+      if (row[0] == "step") loss[row[3]][row[1]] = std::stod(row[4]);
+      if (row[0] == "epoch") final_accuracy[row[1]] = std::stod(row[8]);
+    }
+    REQUIRE(loss.size() == 30 * 8);  // 32 training documents, batch 4, 30 epochs
+    double max_diff = 0;
+    for (auto& [step, by_mode] : loss) {
+      REQUIRE(by_mode.size() == 2);
+      max_diff = std::max(max_diff, std::abs(by_mode["embedding"] - by_mode["linear"]));
+    }
+    CHECK(max_diff < 1e-4);
+    CHECK(loss.begin()->second["embedding"] > 0.5);  // it starts near ln 2 ...
+    CHECK(std::prev(loss.end())->second["embedding"] < 0.2);  // ... and learns
+
+    // The held-out accuracy beats always answering the most common test label.
+    tg::data::TsvData d = tg::data::read_tsv(tiny());
+    tg::data::Split split = tg::data::stratified_split(d.targets, 0.2, 0);
+    std::map<int64_t, int> counts;
+    for (int64_t i : split.test) counts[d.targets[i]]++;
+    int majority = 0;
+    for (auto& [label, n] : counts) majority = std::max(majority, n);
+    const double majority_share = static_cast<double>(majority) / split.test.size();
+    CHECK(final_accuracy["embedding"] > majority_share);
+    CHECK(final_accuracy["linear"] == final_accuracy["embedding"]);
+
+    // save -> predict gives the predictions the trained model made.
+    std::ifstream in(preds);
+    std::vector<std::string> labels;
+    std::ofstream texts(dir / "texts.txt");
+    for (std::string line; std::getline(in, line);) {
+      labels.push_back(line.substr(0, line.find('\t')));
+      texts << line.substr(line.find('\t') + 1) << '\n';
+    }
+    texts.close();
+    REQUIRE(labels.size() == split.test.size());
+    Result p = run(bow() + " predict --load " + model.string() + " < " + (dir / "texts.txt").string());
+    INFO(p.out);
+    REQUIRE(p.status == 0);
+    std::stringstream lines(p.out);
+    std::size_t i = 0;
+    for (std::string line; std::getline(lines, line); ++i) {
+      REQUIRE(i < labels.size());
+      CHECK(line.substr(0, line.find('\t')) == labels[i]);
+    }
+    CHECK(i == labels.size());
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("bow_classifier with Adam: both learn; the curves differ only through lazy updates") {
+    const fs::path dir = temp_dir("bow-adam");
+    Result r = run(bow() + " --data " + tiny() + " --mode both --optim adam --epochs 10 --dim 8 --batch 4 " +
+                   "--min-df 1 --metrics " + (dir / "m.csv").string());
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("lazy Adam") != std::string::npos);
+    std::map<std::string, double> first, last;
+    for (const auto& row : read_csv(dir / "m.csv"))
+      if (row[0] == "step") {
+        if (!first.count(row[1])) first[row[1]] = std::stod(row[4]);
+        last[row[1]] = std::stod(row[4]);
+      }
+    CHECK(first["embedding"] == doctest::Approx(first["linear"]).epsilon(1e-5));  // same start
+    CHECK(last["embedding"] < 0.5 * first["embedding"]);
+    CHECK(last["linear"] < 0.5 * first["linear"]);
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("bow_classifier rejects bad input with a clear message") {
+    Result r = run(bow() + " --mode sideways");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("--mode: 'sideways'") != std::string::npos);
+    r = run(bow() + " --data /nonexistent/file.tsv");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("/nonexistent/file.tsv") != std::string::npos);
+    r = run(bow() + " predict");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("--load") != std::string::npos);
+    r = run(bow() + " --epochs two");
+    CHECK(r.status == 2);
+    CHECK(r.out.find("not a number") != std::string::npos);
+  }
+}
