@@ -44,7 +44,8 @@ options:
   --seed N           initial weights, split and batch order (default 0)
   --min-df N         keep tokens found in at least N training documents (default 2)
   --max-vocab N      keep at most N tokens, most frequent first (default 0: no limit)
-  --values V         counts | binary | tfidf: the value of each word in a row (default counts)
+  --values V         binary | counts | tfidf: the value of each word in a row (default binary:
+                     multi-hot rows; raw counts let long emails swamp SGD)
   --test-fraction X  share of documents held out for testing (default 0.2)
   --save FILE        save the trained model to FILE (safetensors) and FILE.vocab
   --load FILE        start from a saved model (train), or the model to use (predict)
@@ -57,7 +58,7 @@ options:
 struct Options {
   std::string command = "train";
   std::string data = BOW_DEFAULT_DATA;
-  std::string mode = "both", optim = "adam", values = "counts";
+  std::string mode = "both", optim = "adam", values = "binary";
   std::size_t dim = 64, batch = 32, epochs = 3, max_vocab = 0;
   int64_t min_df = 2;
   double lr = -1, test_fraction = 0.2;
