@@ -36,13 +36,35 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
+// Sum over `axes`, which stay as size-1 dims when keepdim. Zero-size inputs get
+// zeros without calling xtensor, whose reducers step through a null pointer then.
+static Array sum_over(const Array& x, std::vector<std::size_t> axes, bool keepdim) {
+  if (axes.empty()) return x;
+  Shape out(x.shape().begin(), x.shape().end());
+  std::sort(axes.begin(), axes.end());  // xtensor wants them sorted
+  for (auto it = axes.rbegin(); it != axes.rend(); ++it) {  // from the back: positions stay valid
+    if (keepdim) out[*it] = 1;
+    else out.erase(out.begin() + static_cast<std::ptrdiff_t>(*it));
+  }
+  if (x.size() == 0) return xt::zeros<float>(out);
+  Array r = xt::sum(x, axes);
+  r.reshape(out);
+  return r;
+}
+
+static std::vector<std::size_t> all_axes(std::size_t rank) {
+  std::vector<std::size_t> axes(rank);
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
 Array sum_to_shape(const Array& grad, const Shape& shape) {
   const std::size_t lead = grad.dimension() - shape.size();
   std::vector<std::size_t> axes;
   for (std::size_t i = 0; i < grad.dimension(); ++i)
     if (i < lead || (shape[i - lead] == 1 && grad.shape()[i] != 1)) axes.push_back(i);
   if (axes.empty()) return grad;
-  Array r = xt::sum(grad, axes);
+  Array r = sum_over(grad, axes, false);
   r.reshape(shape);  // puts back the size-1 dims the sum removed
   return r;
 }
@@ -298,7 +320,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 // --------------------------------------------------------------- reductions
 
 Tensor sum(const Tensor& a) {
-  Array out = xt::sum(a.value());
+  Array out = sum_over(a.value(), all_axes(a.dim()), false);
   return record("sum", std::move(out), {a}, [](const Array& g, const Array&, std::vector<Tensor>& in) {
     in[0].accumulate_grad(Array(xt::broadcast(g, in[0].shape())));
   });
@@ -318,8 +340,7 @@ static Array expand_reduced(const Array& g, const Shape& full, std::size_t ax) {
 
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim) {
   const std::size_t ax = normalize_dim("sum", dim, a.dim());
-  Array out = xt::sum(a.value(), {ax});
-  out.reshape(reduced_shape(a.shape(), ax, keepdim));
+  Array out = sum_over(a.value(), {ax}, keepdim);
   return record("sum", std::move(out), {a}, [ax](const Array& g, const Array&, std::vector<Tensor>& in) {
     in[0].accumulate_grad(expand_reduced(g, in[0].shape(), ax));
   });
@@ -367,6 +388,7 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
 
 // x - max(x) - log(sum(exp(x - max(x)))) along ax: never overflows.
 static Array log_softmax_values(const Array& x, std::size_t ax) {
+  if (x.size() == 0) return x;
   Array m = xt::amax(x, {ax}, xt::keep_dims);
   Array shifted = x - m;
   Array lse = xt::log(xt::sum(xt::exp(shifted), {ax}, xt::keep_dims));
@@ -378,7 +400,7 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
   return record("log_softmax", log_softmax_values(a.value(), ax), {a},
                 [ax](const Array& g, const Array& y, std::vector<Tensor>& in) {
                   // dx = g - softmax * sum(g), with softmax = exp(y)
-                  Array gs = xt::sum(g, {ax}, xt::keep_dims);
+                  Array gs = sum_over(g, {ax}, true);
                   in[0].accumulate_grad(Array(g - xt::exp(y) * gs));
                 });
 }
@@ -388,7 +410,7 @@ Tensor softmax(const Tensor& a, int64_t dim) {
   return record("softmax", xt::exp(log_softmax_values(a.value(), ax)), {a},
                 [ax](const Array& g, const Array& y, std::vector<Tensor>& in) {
                   // dx = y * (g - sum(g * y))
-                  Array gy = xt::sum(g * y, {ax}, xt::keep_dims);
+                  Array gy = sum_over(g * y, {ax}, true);
                   in[0].accumulate_grad(Array(y * (g - gy)));
                 });
 }
@@ -501,8 +523,8 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
   Array picked = xt::empty<float>({n});
   for (std::size_t i = 0; i < n; ++i) picked(i) = -log_probs.value().data()[i * c + target(i)];
   Array out = picked;
-  if (r == Reduction::sum) out = xt::sum(picked);
-  if (r == Reduction::mean) out = xt::sum(picked) / static_cast<float>(n);
+  if (r == Reduction::sum) out = sum_over(picked, {0}, false);
+  if (r == Reduction::mean) out = sum_over(picked, {0}, false) / static_cast<float>(n);
   return record("nll_loss", std::move(out), {log_probs},
                 [target, r, n, c](const Array& g, const Array&, std::vector<Tensor>& in) {
                   Array gi = xt::zeros<float>({n, c});
