@@ -1,5 +1,7 @@
 #include "core/tape.hpp"
 
+#include "core/debug.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -34,11 +36,11 @@ std::vector<std::shared_ptr<Node>> Tape::live_entries() {
 }
 
 Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardFn backward) {
+  const bool recorded = is_grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
+                                                         [](const Tensor& t) { return t.requires_grad(); });
+  if (debug::anomaly_enabled()) debug::check_forward(op, value, Tape::current().next_index_, recorded);
   Tensor out(std::move(value));
-  if (!is_grad_enabled()) return out;
-  bool any = std::any_of(inputs.begin(), inputs.end(),
-                         [](const Tensor& t) { return t.requires_grad(); });
-  if (!any) return out;
+  if (!recorded) return out;
 
   auto node = std::make_shared<Node>();
   node->op = std::move(op);
@@ -112,7 +114,9 @@ void run_backward(const Tensor& root, Array seed, bool retain_graph) {
       Array g = out->pending.to_dense(n->output_shape);
       out->pending.clear();
       if (out->retains_grad) out->grad.add(g, n->output_shape);
+      auto trace = debug::before_step(*n);  // null unless tracing
       n->backward(g, out->value, n->inputs);
+      if (trace || debug::anomaly_enabled()) debug::after_step(*n, g, trace);
       walked.push_back(std::move(n));
     }
   } catch (...) {

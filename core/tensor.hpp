@@ -35,6 +35,7 @@ struct TensorImpl {
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<Node> creator;  // the op that produced this tensor; null for leaves
+  std::string name;               // optional, shown by print_tape() and to_dot()
 };
 
 class Tensor {
@@ -81,6 +82,13 @@ class Tensor {
   void backward(std::optional<Array> gradient = std::nullopt, bool retain_graph = false) const;
 
   Tensor detach() const;  // a new leaf with a copy of the values, no history
+
+  // A label for listings and graphs ("fc.weight"); modules name their parameters.
+  const std::string& name() const { return impl_->name; }
+  Tensor& set_name(std::string name) {
+    impl_->name = std::move(name);
+    return *this;
+  }
 
   // Identity, not value equality: do both handles name the same tensor?
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }

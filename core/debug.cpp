@@ -1,0 +1,175 @@
+#include "core/debug.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+namespace tg {
+
+// ------------------------------------------------------------ formatting
+
+// "[1.5, -2, 0]" for small arrays (flattened), "(24 values)" for larger ones.
+static std::string values_str(const Array& a) {
+  if (a.size() > 8) return "(" + std::to_string(a.size()) + " values)";
+  std::ostringstream s;
+  s << '[';
+  for (std::size_t i = 0; i < a.size(); ++i) s << (i ? ", " : "") << a.data()[i];
+  s << ']';
+  return s.str();
+}
+
+static std::string tensor_str(const Tensor& t) {
+  std::string s = t.name().empty() ? "" : t.name() + " ";
+  return s + shape_str(t.shape()) + (t.requires_grad() ? "*" : "");
+}
+
+std::string describe(const Node& node) {
+  std::ostringstream s;
+  s << '[' << node.index << "] " << node.op << '(';
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) s << (i ? ", " : "") << tensor_str(node.inputs[i]);
+  s << ") -> " << shape_str(node.output_shape);
+  return s.str();
+}
+
+void print_tape(std::ostream& os) {
+  auto entries = Tape::current().live_entries();
+  os << "tape: " << entries.size() << " recorded entries (* = requires grad)\n";
+  for (const auto& n : entries) os << "  " << describe(*n) << '\n';
+}
+void print_tape() { print_tape(std::cout); }
+
+// ---------------------------------------------------------------- modes
+
+static std::ostream* env_trace() {  // TAPEGRAD_TRACE=1 traces to stderr
+  const char* v = std::getenv("TAPEGRAD_TRACE");
+  return v && *v && std::string(v) != "0" ? &std::cerr : nullptr;
+}
+static thread_local std::ostream* trace_to = env_trace();
+static thread_local bool anomaly = false;
+
+TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) { trace_to = &os; }
+TraceBackwardGuard::TraceBackwardGuard() : TraceBackwardGuard(std::cout) {}
+TraceBackwardGuard::~TraceBackwardGuard() { trace_to = previous_; }
+
+DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly) { anomaly = true; }
+DetectAnomalyGuard::~DetectAnomalyGuard() { anomaly = previous_; }
+
+namespace debug {
+
+std::ostream* trace_stream() { return trace_to; }
+bool anomaly_enabled() { return anomaly; }
+
+static bool finite(const float* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) return false;
+  return true;
+}
+
+static bool finite(const Grad& g) {
+  if (g.is_dense()) return finite(g.dense().data(), g.dense().size());
+  if (g.is_sparse()) return finite(g.sparse().values.data(), g.sparse().values.size());
+  return true;
+}
+
+// The slot an input's gradient lands in during backward.
+static const Grad& receiving_slot(const Tensor& t) {
+  return t.is_leaf() ? t.impl()->grad : t.impl()->pending;
+}
+
+void check_forward(const std::string& op, const Array& value, std::size_t index, bool recorded) {
+  if (finite(value.data(), value.size())) return;
+  throw AnomalyError("anomaly: op '" + op + "' (" +
+                     (recorded ? "tape entry " + std::to_string(index) : std::string("not recorded")) +
+                     ") produced NaN or Inf in its forward value " + shape_str(Shape(value.shape().begin(), value.shape().end())) +
+                     " " + values_str(value));
+}
+
+struct StepTrace {
+  std::vector<Array> before;  // each input's receiving slot, densified, before the step
+};
+
+std::shared_ptr<StepTrace> before_step(const Node& node) {
+  if (!trace_to) return nullptr;
+  auto t = std::make_shared<StepTrace>();
+  for (const Tensor& in : node.inputs) t->before.push_back(receiving_slot(in).to_dense(in.shape()));
+  return t;
+}
+
+void after_step(const Node& node, const Array& grad_output, const std::shared_ptr<StepTrace>& before) {
+  if (anomaly)
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      const Tensor& in = node.inputs[i];
+      if (in.requires_grad() && !finite(receiving_slot(in)))
+        throw AnomalyError("anomaly: backward of op '" + node.op + "' (tape entry " + std::to_string(node.index) +
+                           ") produced NaN or Inf in the gradient of its input " + std::to_string(i) + " " +
+                           tensor_str(in));
+    }
+  if (!trace_to || !before) return;
+  std::ostream& os = *trace_to;
+  os << "backward " << describe(node) << "\n  grad of output: " << values_str(grad_output) << '\n';
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const Tensor& in = node.inputs[i];
+    os << "  input " << i << ' ' << tensor_str(in);
+    if (!in.requires_grad()) {
+      os << ": needs no gradient\n";
+      continue;
+    }
+    auto same = std::find_if(node.inputs.begin(), node.inputs.begin() + i, [&](const Tensor& o) { return o.is_same(in); });
+    if (same != node.inputs.begin() + i) {  // x * x: one slot received both shares
+      os << ": same tensor as input " << (same - node.inputs.begin()) << ", its share is counted there\n";
+      continue;
+    }
+    Array added = receiving_slot(in).to_dense(in.shape()) - before->before[i];
+    os << (in.is_leaf() ? " (leaf)" : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
+       << " += " << values_str(added) << '\n';
+  }
+}
+
+}  // namespace debug
+
+// ------------------------------------------------------------------- dot
+
+static std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";  // Graphviz's line break inside a label
+      continue;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string to_dot(const Tensor& root) {
+  std::map<const TensorImpl*, int> ids;
+  std::vector<Tensor> todo{root};
+  std::ostringstream nodes, edges;
+  ids[root.impl().get()] = 0;
+  for (std::size_t k = 0; k < todo.size(); ++k) {
+    const Tensor t = todo[k];
+    const int id = ids[t.impl().get()];
+    std::string label;
+    if (const auto& n = t.creator()) label = n->op + " [" + std::to_string(n->index) + "]" + (n->released ? " (released)" : "");
+    else label = t.name().empty() ? "leaf" : t.name();
+    label += "\n" + shape_str(t.shape());
+    if (t.numel() <= 8) label += "\nvalue " + values_str(t.value());
+    if (!t.grad().empty() && t.numel() <= 8) label += "\ngrad " + values_str(t.grad_dense());
+    nodes << "  t" << id << " [label=\"" << dot_escape(label) << "\", shape=" << (t.is_leaf() ? "ellipse" : "box")
+          << (t.is_leaf() && t.requires_grad() ? ", style=filled, fillcolor=\"#dde8ff\"" : "") << "];\n";
+    if (!t.creator()) continue;
+    for (const Tensor& in : t.creator()->inputs) {
+      auto [it, fresh] = ids.emplace(in.impl().get(), static_cast<int>(ids.size()));
+      if (fresh) todo.push_back(in);
+      edges << "  t" << it->second << " -> t" << id << ";\n";
+    }
+  }
+  return "digraph tape {\n  rankdir=BT;\n  node [fontname=\"monospace\", fontsize=10];\n" + nodes.str() +
+         edges.str() + "}\n";
+}
+
+}  // namespace tg

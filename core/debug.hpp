@@ -1,0 +1,76 @@
+// Looking inside the tape: a listing of recorded entries, a trace of every
+// backward step, a Graphviz picture of a graph, and anomaly mode.
+//
+//   tg::print_tape();                       // what is recorded right now, in order
+//   { tg::TraceBackwardGuard trace; loss.backward(); }   // prints each backward step
+//   std::ofstream("g.dot") << tg::to_dot(loss);          // then: dot -Tpng g.dot -o g.png
+//   { tg::DetectAnomalyGuard anomaly; ... }  // throw at the first NaN/Inf, naming the op
+//
+// Setting the environment variable TAPEGRAD_TRACE=1 traces every backward() of
+// the program to stderr, without changing the code.
+#pragma once
+
+#include <iosfwd>
+#include <stdexcept>
+#include <string>
+
+#include "core/tape.hpp"
+
+namespace tg {
+
+// One line per live tape entry: index, op, input shapes (an input that
+// requires grad is marked '*', a named one shows its name), output shape.
+void print_tape(std::ostream& os);
+void print_tape();  // to std::cout
+std::string describe(const Node& node);  // the line print_tape() prints for one entry
+
+// Prints each step of backward() while it lives: the entry, the gradient that
+// arrived at its output, and what it passed to each input (values shown for
+// tensors of at most 8 elements).
+class TraceBackwardGuard {
+ public:
+  explicit TraceBackwardGuard(std::ostream& os);
+  TraceBackwardGuard();  // to std::cout
+  ~TraceBackwardGuard();
+  TraceBackwardGuard(const TraceBackwardGuard&) = delete;
+  TraceBackwardGuard& operator=(const TraceBackwardGuard&) = delete;
+
+ private:
+  std::ostream* previous_;
+};
+
+// Graphviz text of the graph from `root` back to its leaves. Each node shows the
+// op (or the leaf's name), its tape index and shape, and for small tensors the
+// value and gradient.
+std::string to_dot(const Tensor& root);
+
+// While one lives (this thread), every op's forward value and every gradient a
+// backward step produces is checked; the first NaN or Inf throws AnomalyError
+// naming the op and its tape entry. Off by default: then the checks cost one
+// flag test per op.
+struct AnomalyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard();
+  ~DetectAnomalyGuard();
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Hooks used by the tape (core/tape.cpp); not needed by users.
+namespace debug {
+std::ostream* trace_stream();  // null unless tracing
+bool anomaly_enabled();
+void check_forward(const std::string& op, const Array& value, std::size_t index, bool recorded);
+struct StepTrace;  // what the inputs' gradients held before one backward step
+std::shared_ptr<StepTrace> before_step(const Node& node);
+void after_step(const Node& node, const Array& grad_output, const std::shared_ptr<StepTrace>& before);
+}  // namespace debug
+
+}  // namespace tg
