@@ -147,6 +147,7 @@ void Grad::add(Array g, const Shape& shape) {
 
 void Grad::add(SparseRows g, const Shape& shape) {
   check_sparse_shape(g, shape);
+  g.check("accumulate_grad");  // the adds below trust sorted, unique, in-range rows
   if (empty()) {
     slot_ = std::move(g);
   } else if (is_sparse()) {

@@ -171,6 +171,17 @@ TEST_SUITE("core.grad") {
     CHECK_THROWS_WITH_AS(g.add(rows_of({0}, Array{{1, 2, 3}}, 4), tg::Shape{4, 2}),
                          doctest::Contains("[4, 2]"), std::invalid_argument);
     CHECK(g.empty());
+    SparseRows bad;  // an out-of-range row must not be written anywhere
+    bad.rows = {7};
+    bad.values = xt::ones<float>({1, 2});
+    bad.num_rows = 4;
+    g.add(Array(xt::zeros<float>({4, 2})), tg::Shape{4, 2});
+    CHECK_THROWS_AS(g.add(bad, tg::Shape{4, 2}), std::out_of_range);
+    bad.rows = {2};
+    bad.values = xt::ones<float>({1, 2});
+    CHECK_NOTHROW(g.add(bad, tg::Shape{4, 2}));
+    CHECK(g.dense()(2, 1) == 1.0f);
+    g.clear();
     CHECK(g.to_dense({2, 2}) == xt::zeros<float>({2, 2}));
     CHECK_THROWS_AS(g.dense(), std::logic_error);
     CHECK_THROWS_AS(g.sparse(), std::logic_error);
