@@ -1,0 +1,375 @@
+#include "nn/embedding.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include <xtensor/xadapt.hpp>
+
+#include "core/ops.hpp"
+#include "core/tape.hpp"
+#include "nn/init.hpp"
+
+namespace tg::nn {
+
+namespace {
+
+constexpr std::size_t skip = std::numeric_limits<std::size_t>::max();
+
+// ------------------------------------------------------- shared by both layers
+
+// padding_idx in [-num, num) -> [0, num); throws naming `layer` otherwise.
+std::optional<int64_t> normalize_padding(const char* layer, std::optional<int64_t> padding_idx,
+                                         std::size_t num) {
+  if (!padding_idx) return std::nullopt;
+  const int64_t n = static_cast<int64_t>(num), p = *padding_idx;
+  if (p < -n || p >= n)
+    throw std::invalid_argument(std::string(layer) + ": padding_idx " + std::to_string(p) +
+                                " out of range for " + std::to_string(num) + " embeddings");
+  return p < 0 ? p + n : p;
+}
+
+bool is_padding(int64_t row, std::optional<int64_t> padding_idx) {
+  return padding_idx && row == *padding_idx;
+}
+
+void check_norm_type(const char* layer, float norm_type) {
+  if (!(norm_type > 0.0f))
+    throw std::invalid_argument(std::string(layer) + ": norm_type " + std::to_string(norm_type) +
+                                " must be positive (or infinity)");
+}
+
+Tensor make_weight(std::size_t num, std::size_t dim, std::optional<int64_t> padding_idx, Generator& gen) {
+  Tensor w = init::normal_(zeros({num, dim}), 0.0f, 1.0f, gen);
+  if (padding_idx) std::fill_n(w.data().data() + *padding_idx * dim, dim, 0.0f);
+  return w;
+}
+
+void check_pretrained(const char* layer, const Array& weight) {
+  if (weight.dimension() != 2)
+    throw std::invalid_argument(std::string(layer) + "::from_pretrained: weight must be 2-D [num, dim]; got " +
+                                shape_str(Shape(weight.shape().begin(), weight.shape().end())));
+}
+
+// PyTorch's embedding_renorm_: each distinct row read by `rows` whose norm is
+// above max_norm is scaled to max_norm. Writes raw storage: not recorded.
+void renorm_rows(Array& weight, std::vector<int64_t> rows, float max_norm, float norm_type) {
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  const std::size_t dim = weight.shape()[1];
+  for (int64_t r : rows) {
+    float* row = weight.data() + r * dim;
+    double norm = 0;
+    for (std::size_t c = 0; c < dim; ++c)
+      norm = std::isinf(norm_type) ? std::max(norm, double(std::abs(row[c])))
+                                   : norm + std::pow(std::abs(double(row[c])), double(norm_type));
+    if (!std::isinf(norm_type)) norm = std::pow(norm, 1.0 / norm_type);
+    if (norm > max_norm) {
+      const float scale = static_cast<float>(max_norm / (norm + 1e-7));
+      for (std::size_t c = 0; c < dim; ++c) row[c] *= scale;
+    }
+  }
+}
+
+// Who reads what: entry k reads weight row index[k] and adds it, times
+// coef[k] (sum and mean), into output row bag_of[k]. Padding entries add
+// nothing: bag_of[k] == skip. (An Embedding is the case of one entry per bag.)
+struct Plan {
+  std::vector<int64_t> index;
+  std::vector<std::size_t> bag_of;
+  std::vector<float> coef;
+  std::size_t num_rows = 0, dim = 0;  // of the weight
+};
+
+// The weight's gradient from d(loss)/d(output) [bags, dim], as coalesced
+// SparseRows built straight from (row, entry) pairs: sorting the pairs puts
+// equal rows together, and each entry adds its share into its row's slot.
+// Memory: (unique rows x dim) floats plus the pairs, never num_rows x dim.
+// argmax (max mode) says, for each output element, which entry it came from.
+SparseRows weight_grad(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax) {
+  std::vector<std::pair<int64_t, std::size_t>> pairs;
+  pairs.reserve(p.index.size());
+  for (std::size_t k = 0; k < p.index.size(); ++k)
+    if (p.bag_of[k] != skip) pairs.emplace_back(p.index[k], k);
+  std::sort(pairs.begin(), pairs.end());  // by row, then entry: a fixed summation order
+
+  std::size_t unique = 0;
+  for (std::size_t i = 0; i < pairs.size(); ++i) unique += i == 0 || pairs[i].first != pairs[i - 1].first;
+  SparseRows out;
+  out.num_rows = p.num_rows;
+  out.rows.reserve(unique);
+  out.values = xt::zeros<float>({unique, p.dim});
+  for (const auto& [row, k] : pairs) {
+    if (out.rows.empty() || out.rows.back() != row) out.rows.push_back(row);
+    float* dst = &out.values(out.rows.size() - 1, 0);
+    const std::size_t b = p.bag_of[k];
+    const float* src = g.data() + b * p.dim;
+    if (argmax) {  // max: only the columns where this entry won
+      for (std::size_t c = 0; c < p.dim; ++c)
+        if ((*argmax)[b * p.dim + c] == k) dst[c] += src[c];
+    } else {
+      for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * src[c];
+    }
+  }
+  return out;
+}
+
+void accumulate_weight_grad(Tensor& weight, SparseRows g, bool sparse) {
+  if (sparse) weight.accumulate_grad(std::move(g));
+  else weight.accumulate_grad(g.to_dense());  // the [num, dim] gradient, for comparison
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ Embedding
+
+Embedding::Embedding(std::size_t num_embeddings, std::size_t embedding_dim, EmbeddingOptions options,
+                     Generator& gen)
+    : options_(std::move(options)) {
+  options_.padding_idx = normalize_padding("Embedding", options_.padding_idx, num_embeddings);
+  check_norm_type("Embedding", options_.norm_type);
+  weight = register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
+}
+
+Embedding::Embedding(Array w, EmbeddingOptions options, bool requires_grad) : options_(std::move(options)) {
+  check_pretrained("Embedding", w);
+  options_.padding_idx = normalize_padding("Embedding", options_.padding_idx, w.shape()[0]);
+  check_norm_type("Embedding", options_.norm_type);
+  weight = register_parameter("weight", Tensor(std::move(w)), requires_grad);
+}
+
+Embedding Embedding::from_pretrained(const Array& weight, EmbeddingOptions options, bool freeze) {
+  return Embedding(weight, std::move(options), !freeze);
+}
+
+Tensor Embedding::forward(const Indices& input) {
+  const std::size_t num = num_embeddings(), dim = embedding_dim();
+  check_indices("Embedding", input, num);
+  Plan p{std::vector<int64_t>(input.begin(), input.end()), {}, {}, num, dim};
+  if (options_.max_norm) renorm_rows(weight.data(), p.index, *options_.max_norm, options_.norm_type);
+
+  // [n] rows -> [n, dim]: a row copy per entry; each entry is its own output row.
+  Shape out_shape(input.shape().begin(), input.shape().end());
+  out_shape.push_back(dim);
+  Array out = xt::empty<float>(out_shape);
+  for (std::size_t k = 0; k < p.index.size(); ++k)
+    std::copy_n(weight.value().data() + p.index[k] * dim, dim, out.data() + k * dim);
+
+  for (std::size_t k = 0; k < p.index.size(); ++k)
+    p.bag_of.push_back(is_padding(p.index[k], options_.padding_idx) ? skip : k);
+  p.coef.assign(p.index.size(), 1.0f);
+  return record("embedding", std::move(out), {weight},
+                [p = std::move(p), sparse = options_.sparse](const Array& g, const Array&,
+                                                             std::vector<Tensor>& in) {
+                  accumulate_weight_grad(in[0], weight_grad(p, g, nullptr), sparse);
+                });
+}
+
+// --------------------------------------------------------------- EmbeddingBag
+
+namespace {
+
+const char* mode_name(EmbeddingBagMode m) {
+  return m == EmbeddingBagMode::sum ? "sum" : m == EmbeddingBagMode::mean ? "mean" : "max";
+}
+
+Shape shape_of(const Indices& a) { return Shape(a.shape().begin(), a.shape().end()); }
+
+void check_per_sample_weights(EmbeddingBagMode mode, const Tensor& w, const Shape& input_shape) {
+  if (mode != EmbeddingBagMode::sum)
+    throw std::invalid_argument(std::string("EmbeddingBag: per_sample_weights are only supported for mode "
+                                            "'sum' (got '") + mode_name(mode) + "')");
+  if (w.shape() != input_shape)
+    throw std::invalid_argument("EmbeddingBag: per_sample_weights of shape " + shape_str(w.shape()) +
+                                " for input of shape " + shape_str(input_shape));
+}
+
+// offsets [B] (or [B + 1] with include_last_offset) -> bag starts [B + 1].
+// Checks PyTorch's rules: starts at 0, never decreases, stays within the input.
+std::vector<std::size_t> bag_starts(const Indices& offsets, std::size_t n, bool include_last_offset) {
+  if (offsets.dimension() != 1)
+    throw std::invalid_argument("EmbeddingBag: offsets must be 1-D; got shape " + shape_str(shape_of(offsets)));
+  if (include_last_offset && offsets.size() == 0)
+    throw std::invalid_argument("EmbeddingBag: include_last_offset needs at least one offset");
+  if (offsets.size() > 0 && offsets(0) != 0)
+    throw std::invalid_argument("EmbeddingBag: offsets[0] must be 0; got " + std::to_string(offsets(0)));
+  std::vector<std::size_t> starts;
+  for (std::size_t b = 0; b < offsets.size(); ++b) {
+    const int64_t o = offsets(b);
+    if (b > 0 && o < offsets(b - 1))
+      throw std::invalid_argument("EmbeddingBag: offsets must not decrease; offsets[" + std::to_string(b) +
+                                  "] = " + std::to_string(o) + " < offsets[" + std::to_string(b - 1) +
+                                  "] = " + std::to_string(offsets(b - 1)));
+    if (static_cast<uint64_t>(o) > n)
+      throw std::out_of_range("EmbeddingBag: offsets[" + std::to_string(b) + "] = " + std::to_string(o) +
+                              " is past the end of the input (" + std::to_string(n) + " indices)");
+    starts.push_back(static_cast<std::size_t>(o));
+  }
+  if (!include_last_offset) starts.push_back(n);  // the last bag runs to the end
+  else if (starts.back() != n)
+    throw std::invalid_argument("EmbeddingBag: with include_last_offset, the last offset must be the "
+                                "input's length " + std::to_string(n) + "; got " +
+                                std::to_string(starts.back()));
+  return starts;
+}
+
+// The Plan of a bag layer: which bag each entry adds to, with what factor.
+Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts,
+              const std::optional<Tensor>& per_sample_weights, const EmbeddingBagOptions& o,
+              std::size_t num, std::size_t dim) {
+  Plan p{std::move(index), {}, {}, num, dim};
+  p.bag_of.assign(p.index.size(), skip);
+  p.coef.assign(p.index.size(), 0.0f);
+  for (std::size_t b = 0; b + 1 < starts.size(); ++b) {
+    std::size_t count = 0;  // entries that are not padding
+    for (std::size_t k = starts[b]; k < starts[b + 1]; ++k)
+      if (!is_padding(p.index[k], o.padding_idx)) {
+        p.bag_of[k] = b;
+        ++count;
+      }
+    for (std::size_t k = starts[b]; k < starts[b + 1]; ++k) {
+      if (p.bag_of[k] == skip) continue;
+      if (o.mode == EmbeddingBagMode::mean) p.coef[k] = 1.0f / static_cast<float>(count);
+      else p.coef[k] = per_sample_weights ? per_sample_weights->value().data()[k] : 1.0f;
+    }
+  }
+  return p;
+}
+
+// sum and mean: out[bag] += coef * row, for each entry.  [n] rows -> [bags, dim]
+Array bag_sum(const Plan& p, const Array& weight, std::size_t bags) {
+  Array out = xt::zeros<float>({bags, p.dim});
+  for (std::size_t k = 0; k < p.index.size(); ++k) {
+    if (p.bag_of[k] == skip) continue;
+    const float* row = weight.data() + p.index[k] * p.dim;
+    float* dst = out.data() + p.bag_of[k] * p.dim;
+    for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * row[c];
+  }
+  return out;
+}
+
+// max: each output element is the largest of its bag's column (the first one
+// on ties); argmax records which entry that was, skip for an empty bag (0).
+Array bag_max(const Plan& p, const Array& weight, std::size_t bags, std::vector<std::size_t>& argmax) {
+  Array out = xt::zeros<float>({bags, p.dim});
+  argmax.assign(bags * p.dim, skip);
+  for (std::size_t k = 0; k < p.index.size(); ++k) {
+    if (p.bag_of[k] == skip) continue;
+    const float* row = weight.data() + p.index[k] * p.dim;
+    const std::size_t at = p.bag_of[k] * p.dim;
+    for (std::size_t c = 0; c < p.dim; ++c)
+      if (argmax[at + c] == skip || row[c] > out.data()[at + c]) {
+        out.data()[at + c] = row[c];
+        argmax[at + c] = k;
+      }
+  }
+  return out;
+}
+
+// d(loss)/d(per_sample_weights[k]) = <weight row of entry k, gradient of its bag>.
+Array per_sample_weights_grad(const Plan& p, const Array& weight, const Array& g, const Shape& shape) {
+  Array out = xt::zeros<float>(shape);
+  for (std::size_t k = 0; k < p.index.size(); ++k) {
+    if (p.bag_of[k] == skip) continue;
+    const float* row = weight.data() + p.index[k] * p.dim;
+    const float* gb = g.data() + p.bag_of[k] * p.dim;
+    float dot = 0.0f;
+    for (std::size_t c = 0; c < p.dim; ++c) dot += row[c] * gb[c];
+    out.data()[k] = dot;
+  }
+  return out;
+}
+
+}  // namespace
+
+EmbeddingBag::EmbeddingBag(std::size_t num_embeddings, std::size_t embedding_dim, EmbeddingBagOptions options,
+                           Generator& gen)
+    : options_(std::move(options)) {
+  options_.padding_idx = normalize_padding("EmbeddingBag", options_.padding_idx, num_embeddings);
+  check_norm_type("EmbeddingBag", options_.norm_type);
+  weight = register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
+}
+
+EmbeddingBag::EmbeddingBag(Array w, EmbeddingBagOptions options, bool requires_grad)
+    : options_(std::move(options)) {
+  check_pretrained("EmbeddingBag", w);
+  options_.padding_idx = normalize_padding("EmbeddingBag", options_.padding_idx, w.shape()[0]);
+  check_norm_type("EmbeddingBag", options_.norm_type);
+  weight = register_parameter("weight", Tensor(std::move(w)), requires_grad);
+}
+
+EmbeddingBag EmbeddingBag::from_pretrained(const Array& weight, EmbeddingBagOptions options, bool freeze) {
+  return EmbeddingBag(weight, std::move(options), !freeze);
+}
+
+Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
+                             const std::optional<Tensor>& per_sample_weights) {
+  if (input.dimension() != 1)
+    throw std::invalid_argument("EmbeddingBag: with offsets, input must be 1-D; got shape " +
+                                shape_str(shape_of(input)));
+  std::vector<std::size_t> starts = bag_starts(offsets, input.size(), options_.include_last_offset);
+  check_indices("EmbeddingBag", input, num_embeddings());
+  if (per_sample_weights) check_per_sample_weights(options_.mode, *per_sample_weights, shape_of(input));
+  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts), per_sample_weights);
+}
+
+Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& per_sample_weights) {
+  if (input.dimension() != 2)
+    throw std::invalid_argument("EmbeddingBag: without offsets, input must be 2-D [bags, n]; got shape " +
+                                shape_str(shape_of(input)));
+  check_indices("EmbeddingBag", input, num_embeddings());
+  if (per_sample_weights) check_per_sample_weights(options_.mode, *per_sample_weights, shape_of(input));
+  const std::size_t bags = input.shape()[0], n = input.shape()[1];
+  std::vector<std::size_t> starts;
+  for (std::size_t b = 0; b <= bags; ++b) starts.push_back(b * n);
+  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts), per_sample_weights);
+}
+
+Tensor EmbeddingBag::forward(const CsrInput& batch) {
+  const std::size_t n = batch.indices.size();
+  if (batch.indptr.empty() || static_cast<uint64_t>(batch.indptr.back()) != n)
+    throw std::invalid_argument("EmbeddingBag: CSR indptr must end at the number of indices (" +
+                                std::to_string(n) + "); got " +
+                                (batch.indptr.empty() ? "an empty indptr" : std::to_string(batch.indptr.back())));
+  Indices indptr = xt::adapt(batch.indptr, {batch.indptr.size()});
+  std::vector<std::size_t> starts = bag_starts(indptr, n, /*include_last_offset=*/true);
+  Indices indices = xt::adapt(batch.indices, {n});
+  check_indices("EmbeddingBag", indices, num_embeddings());
+  std::optional<Tensor> weights;
+  if (!batch.values.empty()) {
+    if (options_.mode != EmbeddingBagMode::sum)
+      throw std::invalid_argument(std::string("EmbeddingBag: CSR values act as per-sample weights, only "
+                                              "supported for mode 'sum' (got '") + mode_name(options_.mode) +
+                                  "'); pass empty values for plain bags");
+    if (batch.values.size() != n)
+      throw std::invalid_argument("EmbeddingBag: CSR has " + std::to_string(batch.values.size()) +
+                                  " values for " + std::to_string(n) + " indices");
+    weights = Tensor(xt::adapt(batch.values, {n}));
+  }
+  return forward_bags(batch.indices, std::move(starts), weights);
+}
+
+Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::size_t> starts,
+                                  const std::optional<Tensor>& per_sample_weights) {
+  if (options_.max_norm) renorm_rows(weight.data(), index, *options_.max_norm, options_.norm_type);
+  const std::size_t bags = starts.size() - 1;
+  Plan p = bag_plan(std::move(index), starts, per_sample_weights, options_, num_embeddings(), embedding_dim());
+  const bool max_mode = options_.mode == EmbeddingBagMode::max;
+  std::vector<std::size_t> argmax;
+  Array out = max_mode ? bag_max(p, weight.value(), bags, argmax) : bag_sum(p, weight.value(), bags);
+
+  std::vector<Tensor> inputs{weight};
+  if (per_sample_weights) inputs.push_back(*per_sample_weights);
+  return record("embedding_bag", std::move(out), std::move(inputs),
+                [p = std::move(p), argmax = std::move(argmax), max_mode, sparse = options_.sparse](
+                    const Array& g, const Array&, std::vector<Tensor>& in) {
+                  if (in.size() > 1 && in[1].requires_grad())
+                    in[1].accumulate_grad(per_sample_weights_grad(p, in[0].value(), g, in[1].shape()));
+                  if (in[0].requires_grad())
+                    accumulate_weight_grad(in[0], weight_grad(p, g, max_mode ? &argmax : nullptr), sparse);
+                });
+}
+
+}  // namespace tg::nn

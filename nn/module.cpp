@@ -1,0 +1,105 @@
+#include "nn/module.hpp"
+
+#include <set>
+#include <stdexcept>
+
+#include "nn/safetensors.hpp"
+
+namespace tg::nn {
+
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw std::invalid_argument("Module: name '" + name + "' must be non-empty and contain no '.'");
+  for (const auto& [n, t] : parameters_)
+    if (n == name) throw std::invalid_argument("Module: a parameter '" + name + "' already exists");
+  for (const auto& [n, m] : children_)
+    if (n == name) throw std::invalid_argument("Module: a submodule '" + name + "' already exists");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  check_new_name(name);
+  t.set_requires_grad(requires_grad);
+  parameters_.emplace_back(name, t);
+  return t;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  if (!module) throw std::invalid_argument("Module: submodule '" + name + "' is null");
+  children_.emplace_back(name, std::move(module));
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out = parameters_;
+  for (const auto& [prefix, child] : children_)
+    for (auto& [name, t] : child->named_parameters()) out.emplace_back(prefix + "." + name, t);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+void Module::zero_grad() {
+  for (Tensor& t : parameters()) t.zero_grad();
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (const auto& [name, t] : named_parameters()) out.emplace(name, t.value());
+  return out;
+}
+
+// "a, b, c" for an error message.
+static std::string join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& x : items) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  auto params = named_parameters();
+  std::set<std::string> known;
+  std::vector<std::string> missing, unexpected, wrong_shape;
+  for (const auto& [name, t] : params) {
+    known.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    const Shape got(it->second.shape().begin(), it->second.shape().end());
+    if (got != t.shape())
+      wrong_shape.push_back(name + " (expected " + shape_str(t.shape()) + ", got " + shape_str(got) + ")");
+  }
+  for (const auto& [name, value] : state)
+    if (!known.count(name)) unexpected.push_back(name);
+  if (!strict) {
+    missing.clear();
+    unexpected.clear();
+  }
+  if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty()) {
+    std::string msg = "load_state_dict: the state does not fit the module";
+    if (!missing.empty()) msg += "; missing: " + join(missing);
+    if (!unexpected.empty()) msg += "; unexpected: " + join(unexpected);
+    if (!wrong_shape.empty()) msg += "; wrong shape: " + join(wrong_shape);
+    throw std::invalid_argument(msg);
+  }
+  // Everything fits: only now touch the parameters.
+  NoGradGuard no_grad;
+  for (auto& [name, t] : params)
+    if (auto it = state.find(name); it != state.end()) t.copy_(it->second);
+}
+
+void Module::save(const std::string& path) const { save_safetensors(path, state_dict()); }
+
+void Module::load(const std::string& path) { load_state_dict(load_safetensors(path)); }
+
+}  // namespace tg::nn
