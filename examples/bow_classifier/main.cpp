@@ -202,6 +202,14 @@ std::unique_ptr<tg::optim::Optimizer> make_optimizer(const Options& o, std::vect
   return std::make_unique<tg::optim::Adam>(std::move(params), a);
 }
 
+// The middle value: step times on a shared machine have long upper tails
+// (another process got the core), which would swamp a mean.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 std::size_t grad_bytes(const tg::nn::Module& m) {
   std::size_t n = 0;
   for (const Tensor& p : m.parameters()) n += p.grad().nbytes();
@@ -395,6 +403,7 @@ int train(const Options& o) {
               o.optim.c_str(), o.lr, o.batch, o.epochs, f.values.c_str(), static_cast<unsigned long long>(o.seed));
   std::printf("%-9s %5s %10s %9s %9s %9s %9s %10s %14s\n", "mode", "epoch", "train_loss", "test_loss", "accuracy",
               "precision", "recall", "ms/step", "grad_bytes/step");
+  std::printf("(ms/step: median over the epoch; it includes building the batch)\n");
 
   std::vector<StepRecord> steps;
   std::vector<EpochRecord> epochs;
@@ -406,6 +415,7 @@ int train(const Options& o) {
       order.push_back(split.train[i]);
     const std::size_t batches = (order.size() + o.batch - 1) / o.batch;
     std::vector<EpochRecord> current(runs.size());
+    std::vector<std::vector<double>> step_ms(runs.size());
     Progress progress("epoch " + std::to_string(epoch), batches);
     for (std::size_t b = 0; b < batches; ++b, ++step) {
       const std::size_t begin = b * o.batch, end = std::min(order.size(), begin + o.batch);
@@ -416,7 +426,7 @@ int train(const Options& o) {
         s.epoch = static_cast<int>(epoch);
         s.step = step;
         current[r].train_loss += s.loss / batches;
-        current[r].ms_per_step += s.ms / batches;
+        step_ms[r].push_back(s.ms);
         current[r].grad_bytes_per_step += static_cast<double>(s.grad_bytes) / batches;
         steps.push_back(s);
       }
@@ -426,6 +436,7 @@ int train(const Options& o) {
       Eval e = evaluate(runs[r], f, docs, corpus.targets, split.test, positive);
       EpochRecord& rec = current[r];
       rec.mode = runs[r].mode;
+      rec.ms_per_step = median(step_ms[r]);
       rec.epoch = static_cast<int>(epoch);
       rec.test_loss = e.loss;
       rec.accuracy = e.accuracy;
@@ -440,14 +451,15 @@ int train(const Options& o) {
   if (runs.size() == 2) {
     double max_diff = 0;
     for (std::size_t i = 0; i + 1 < steps.size(); i += 2) max_diff = std::max(max_diff, std::abs(steps[i].loss - steps[i + 1].loss));
-    double ms[2] = {0, 0}, bytes[2] = {0, 0};
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      ms[i % 2] += steps[i].ms;
+    std::vector<double> ms[2];
+    double bytes[2] = {0, 0};
+    for (std::size_t i = 0; i < steps.size(); ++i) {  // steps alternate: embedding, linear
+      ms[i % 2].push_back(steps[i].ms);
       bytes[i % 2] += static_cast<double>(steps[i].grad_bytes);
     }
     std::printf("\nlargest loss difference between the two runs over %zu steps: %.3g\n", step, max_diff);
-    std::printf("linear / embedding: %.1fx the time per step, %.1fx the gradient bytes per step\n",
-                ms[1] / ms[0], bytes[1] / std::max(bytes[0], 1.0));
+    std::printf("linear / embedding: %.1fx the time per step (medians), %.1fx the gradient bytes per step\n",
+                median(ms[1]) / median(ms[0]), bytes[1] / std::max(bytes[0], 1.0));
     if (o.optim == "sgd")
       std::printf("with SGD both runs apply the same update (absent rows have a zero gradient either way),\n"
                   "so the curves agree up to float rounding.\n");
