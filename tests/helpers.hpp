@@ -7,7 +7,12 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -22,6 +27,42 @@ namespace tg::test {
 
 inline std::string source_path(const std::string& relative) {
   return std::string(TAPEGRAD_SOURCE_DIR) + "/" + relative;
+}
+
+// A fresh directory under the system's temp dir, removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int count = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("tapegrad_test_" + std::to_string(::getpid()) + "_" + std::to_string(count++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// Runs a shell command as a user would, capturing stdout and stderr together.
+struct CommandResult {
+  int status = -1;  // exit status; -1 when killed by a signal
+  std::string output;
+};
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE_MESSAGE(p != nullptr, "cannot run: " << command);
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+// The path of an example program in the build tree.
+inline std::string example_path(const std::string& name) {
+  return std::string(TAPEGRAD_BUILD_DIR) + "/examples/" + name;
 }
 
 // Loads tests/data/<name>.json once per process.

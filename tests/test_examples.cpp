@@ -1,8 +1,6 @@
 // The examples, run as a user runs them: the real binaries, their output files.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,31 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
+using tg::test::run_command;
+using tg::test::TempDir;
 
-// Runs a shell command, capturing what it prints.
-Result run(const std::string& command) {
-  Result r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
-
-std::string bow() { return std::string(TAPEGRAD_BUILD_DIR) + "/examples/bow_classifier"; }
+std::string bow() { return tg::test::example_path("bow_classifier"); }
 std::string tiny() { return tg::test::source_path("tests/data/tiny_spam.tsv"); }
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("tapegrad-test-" + name + "-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
   std::ifstream in(path);
@@ -60,14 +38,15 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
 
 TEST_SUITE("examples") {
   TEST_CASE("bow_classifier --mode both with SGD: matching curves, better than the majority class") {
-    const fs::path dir = temp_dir("bow");
+    TempDir tmp;
+    const fs::path dir = tmp.path;
     const fs::path csv = dir / "metrics.csv", model = dir / "model.safetensors", preds = dir / "pred.tsv";
-    Result r = run(bow() + " --data " + tiny() + " --mode both --optim sgd --lr 0.2 --epochs 30 --dim 8 " +
+    auto r = run_command(bow() + " --data " + tiny() + " --mode both --optim sgd --lr 0.2 --epochs 30 --dim 8 " +
                    "--batch 4 --min-df 1 --metrics " + csv.string() + " --save " + model.string() +
                    " --predictions " + preds.string());
-    INFO(r.out);
+    INFO(r.output);
     REQUIRE(r.status == 0);
-    CHECK(r.out.find("largest loss difference") != std::string::npos);
+    CHECK(r.output.find("largest loss difference") != std::string::npos);
 
     // Per step, the two runs' losses agree (columns: kind,mode,epoch,step,loss,...).
     std::map<std::string, std::map<std::string, double>> loss;  // step -> mode -> loss
@@ -107,26 +86,26 @@ TEST_SUITE("examples") {
     }
     texts.close();
     REQUIRE(labels.size() == split.test.size());
-    Result p = run(bow() + " predict --load " + model.string() + " < " + (dir / "texts.txt").string());
-    INFO(p.out);
+    auto p = run_command(bow() + " predict --load " + model.string() + " < " + (dir / "texts.txt").string());
+    INFO(p.output);
     REQUIRE(p.status == 0);
-    std::stringstream lines(p.out);
+    std::stringstream lines(p.output);
     std::size_t i = 0;
     for (std::string line; std::getline(lines, line); ++i) {
       REQUIRE(i < labels.size());
       CHECK(line.substr(0, line.find('\t')) == labels[i]);
     }
     CHECK(i == labels.size());
-    fs::remove_all(dir);
   }
 
   TEST_CASE("bow_classifier with Adam: both learn; the curves differ only through lazy updates") {
-    const fs::path dir = temp_dir("bow-adam");
-    Result r = run(bow() + " --data " + tiny() + " --mode both --optim adam --epochs 10 --dim 8 --batch 4 " +
+    TempDir tmp;
+    const fs::path dir = tmp.path;
+    auto r = run_command(bow() + " --data " + tiny() + " --mode both --optim adam --epochs 10 --dim 8 --batch 4 " +
                    "--min-df 1 --metrics " + (dir / "m.csv").string());
-    INFO(r.out);
+    INFO(r.output);
     REQUIRE(r.status == 0);
-    CHECK(r.out.find("lazy Adam") != std::string::npos);
+    CHECK(r.output.find("lazy Adam") != std::string::npos);
     std::map<std::string, double> first, last;
     for (const auto& row : read_csv(dir / "m.csv"))
       if (row[0] == "step") {
@@ -136,21 +115,20 @@ TEST_SUITE("examples") {
     CHECK(first["embedding"] == doctest::Approx(first["linear"]).epsilon(1e-5));  // same start
     CHECK(last["embedding"] < 0.5 * first["embedding"]);
     CHECK(last["linear"] < 0.5 * first["linear"]);
-    fs::remove_all(dir);
   }
 
   TEST_CASE("bow_classifier rejects bad input with a clear message") {
-    Result r = run(bow() + " --mode sideways");
+    auto r = run_command(bow() + " --mode sideways");
     CHECK(r.status == 2);
-    CHECK(r.out.find("--mode: 'sideways'") != std::string::npos);
-    r = run(bow() + " --data /nonexistent/file.tsv");
+    CHECK(r.output.find("--mode: 'sideways'") != std::string::npos);
+    r = run_command(bow() + " --data /nonexistent/file.tsv");
     CHECK(r.status == 2);
-    CHECK(r.out.find("/nonexistent/file.tsv") != std::string::npos);
-    r = run(bow() + " predict");
+    CHECK(r.output.find("/nonexistent/file.tsv") != std::string::npos);
+    r = run_command(bow() + " predict");
     CHECK(r.status == 2);
-    CHECK(r.out.find("--load") != std::string::npos);
-    r = run(bow() + " --epochs two");
+    CHECK(r.output.find("--load") != std::string::npos);
+    r = run_command(bow() + " --epochs two");
     CHECK(r.status == 2);
-    CHECK(r.out.find("not a number") != std::string::npos);
+    CHECK(r.output.find("not a number") != std::string::npos);
   }
 }

@@ -35,18 +35,7 @@ struct TinyModel : nn::Module {
   Tensor forward(const Indices& ids) { return fc->forward(emb->forward(ids)) * scale; }
 };
 
-// A fresh directory under the system's temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int count = 0;
-    path = fs::temp_directory_path() /
-           ("tapegrad_nn_" + std::to_string(::getpid()) + "_" + std::to_string(count++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using tg::test::TempDir;
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
