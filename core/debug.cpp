@@ -39,7 +39,9 @@ void print_tape(std::ostream& os) {
   os << "tape: " << entries.size() << " recorded entries (* = requires grad)\n";
   for (const auto& n : entries) os << "  " << describe(*n) << '\n';
 }
-void print_tape() { print_tape(std::cout); }
+void print_tape() {
+  print_tape(std::cout);
+}
 
 // ---------------------------------------------------------------- modes
 
@@ -50,17 +52,29 @@ static std::ostream* env_trace() {  // TAPEGRAD_TRACE=1 traces to stderr
 static thread_local std::ostream* trace_to = env_trace();
 static thread_local bool anomaly = false;
 
-TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) { trace_to = &os; }
+TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) {
+  trace_to = &os;
+}
 TraceBackwardGuard::TraceBackwardGuard() : TraceBackwardGuard(std::cout) {}
-TraceBackwardGuard::~TraceBackwardGuard() { trace_to = previous_; }
+TraceBackwardGuard::~TraceBackwardGuard() {
+  trace_to = previous_;
+}
 
-DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly) { anomaly = true; }
-DetectAnomalyGuard::~DetectAnomalyGuard() { anomaly = previous_; }
+DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly) {
+  anomaly = true;
+}
+DetectAnomalyGuard::~DetectAnomalyGuard() {
+  anomaly = previous_;
+}
 
 namespace debug {
 
-std::ostream* trace_stream() { return trace_to; }
-bool anomaly_enabled() { return anomaly; }
+std::ostream* trace_stream() {
+  return trace_to;
+}
+bool anomaly_enabled() {
+  return anomaly;
+}
 
 static bool finite(const float* p, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
@@ -83,8 +97,8 @@ void check_forward(const std::string& op, const Array& value, std::size_t index,
   if (finite(value.data(), value.size())) return;
   throw AnomalyError("anomaly: op '" + op + "' (" +
                      (recorded ? "tape entry " + std::to_string(index) : std::string("not recorded")) +
-                     ") produced NaN or Inf in its forward value " + shape_str(Shape(value.shape().begin(), value.shape().end())) +
-                     " " + values_str(value));
+                     ") produced NaN or Inf in its forward value " +
+                     shape_str(Shape(value.shape().begin(), value.shape().end())) + " " + values_str(value));
 }
 
 struct StepTrace {
@@ -103,9 +117,9 @@ void after_step(const Node& node, const Array& grad_output, const std::shared_pt
     for (std::size_t i = 0; i < node.inputs.size(); ++i) {
       const Tensor& in = node.inputs[i];
       if (in.requires_grad() && !finite(receiving_slot(in)))
-        throw AnomalyError("anomaly: backward of op '" + node.op + "' (tape entry " + std::to_string(node.index) +
-                           ") produced NaN or Inf in the gradient of its input " + std::to_string(i) + " " +
-                           tensor_str(in));
+        throw AnomalyError(
+            "anomaly: backward of op '" + node.op + "' (tape entry " + std::to_string(node.index) +
+            ") produced NaN or Inf in the gradient of its input " + std::to_string(i) + " " + tensor_str(in));
     }
   if (!trace_to || !before) return;
   std::ostream& os = *trace_to;
@@ -117,13 +131,15 @@ void after_step(const Node& node, const Array& grad_output, const std::shared_pt
       os << ": needs no gradient\n";
       continue;
     }
-    auto same = std::find_if(node.inputs.begin(), node.inputs.begin() + i, [&](const Tensor& o) { return o.is_same(in); });
+    auto same = std::find_if(node.inputs.begin(), node.inputs.begin() + i,
+                             [&](const Tensor& o) { return o.is_same(in); });
     if (same != node.inputs.begin() + i) {  // x * x: one slot received both shares
       os << ": same tensor as input " << (same - node.inputs.begin()) << ", its share is counted there\n";
       continue;
     }
     Array added = receiving_slot(in).to_dense(in.shape()) - before->before[i];
-    os << (in.is_leaf() ? " (leaf)" : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
+    os << (in.is_leaf() ? " (leaf)"
+                        : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
        << " += " << values_str(added) << '\n';
   }
 }
@@ -154,12 +170,15 @@ std::string to_dot(const Tensor& root) {
     const Tensor t = todo[k];
     const int id = ids[t.impl().get()];
     std::string label;
-    if (const auto& n = t.creator()) label = n->op + " [" + std::to_string(n->index) + "]" + (n->released ? " (released)" : "");
-    else label = t.name().empty() ? "leaf" : t.name();
+    if (const auto& n = t.creator())
+      label = n->op + " [" + std::to_string(n->index) + "]" + (n->released ? " (released)" : "");
+    else
+      label = t.name().empty() ? "leaf" : t.name();
     label += "\n" + shape_str(t.shape());
     if (t.numel() <= 8) label += "\nvalue " + values_str(t.value());
     if (!t.grad().empty() && t.numel() <= 8) label += "\ngrad " + values_str(t.grad_dense());
-    nodes << "  t" << id << " [label=\"" << dot_escape(label) << "\", shape=" << (t.is_leaf() ? "ellipse" : "box")
+    nodes << "  t" << id << " [label=\"" << dot_escape(label)
+          << "\", shape=" << (t.is_leaf() ? "ellipse" : "box")
           << (t.is_leaf() && t.requires_grad() ? ", style=filled, fillcolor=\"#dde8ff\"" : "") << "];\n";
     if (!t.creator()) continue;
     for (const Tensor& in : t.creator()->inputs) {

@@ -21,7 +21,7 @@ namespace tg {
 // One line per live tape entry: index, op, input shapes (an input that
 // requires grad is marked '*', a named one shows its name), output shape.
 void print_tape(std::ostream& os);
-void print_tape();  // to std::cout
+void print_tape();                       // to std::cout
 std::string describe(const Node& node);  // the line print_tape() prints for one entry
 
 // Prints each step of backward() while it lives: the entry, the gradient that

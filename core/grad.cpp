@@ -23,13 +23,12 @@ std::size_t SparseRows::nbytes() const {
 
 Array SparseRows::to_dense() const {
   Array out = xt::zeros<float>({num_rows, cols()});
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    std::copy_n(&values(i, 0), cols(), &out(rows[i], 0));
+  for (std::size_t i = 0; i < rows.size(); ++i) std::copy_n(&values(i, 0), cols(), &out(rows[i], 0));
   return out;
 }
 
-SparseRows SparseRows::coalesce(const std::vector<int64_t>& row_ids,
-                                const xt::xtensor<float, 2>& values, std::size_t num_rows) {
+SparseRows SparseRows::coalesce(const std::vector<int64_t>& row_ids, const xt::xtensor<float, 2>& values,
+                                std::size_t num_rows) {
   if (values.shape()[0] != row_ids.size())
     throw std::invalid_argument("SparseRows::coalesce: " + std::to_string(row_ids.size()) +
                                 " row ids but values has shape " +
@@ -51,8 +50,8 @@ SparseRows SparseRows::coalesce(const std::vector<int64_t>& row_ids,
   for (std::size_t i = 0; i < order.size(); ++i) {
     int64_t r = row_ids[order[i]];
     if (r < 0 || static_cast<std::size_t>(r) >= num_rows)
-      throw std::out_of_range("SparseRows::coalesce: row " + std::to_string(r) +
-                              " out of range for " + std::to_string(num_rows) + " rows");
+      throw std::out_of_range("SparseRows::coalesce: row " + std::to_string(r) + " out of range for " +
+                              std::to_string(num_rows) + " rows");
     if (out.rows.empty() || out.rows.back() != r) out.rows.push_back(r);
     float* dst = &out.values(out.rows.size() - 1, 0);
     const float* src = &values(order[i], 0);
@@ -63,8 +62,8 @@ SparseRows SparseRows::coalesce(const std::vector<int64_t>& row_ids,
 
 void SparseRows::check(const char* where) const {
   if (values.shape()[0] != rows.size())
-    throw std::invalid_argument(std::string(where) + ": SparseRows has " +
-                                std::to_string(rows.size()) + " rows but values of shape " +
+    throw std::invalid_argument(std::string(where) + ": SparseRows has " + std::to_string(rows.size()) +
+                                " rows but values of shape " +
                                 shape_str({values.shape()[0], values.shape()[1]}));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || static_cast<std::size_t>(rows[i]) >= num_rows)
@@ -84,9 +83,15 @@ static SparseRows merge(const SparseRows& a, const SparseRows& b) {
   std::vector<int64_t> rows;
   rows.reserve(a.rows.size() + b.rows.size());
   while (i < a.rows.size() || j < b.rows.size()) {
-    if (j == b.rows.size() || (i < a.rows.size() && a.rows[i] < b.rows[j])) rows.push_back(a.rows[i++]);
-    else if (i == a.rows.size() || b.rows[j] < a.rows[i]) rows.push_back(b.rows[j++]);
-    else { rows.push_back(a.rows[i]); ++i; ++j; }
+    if (j == b.rows.size() || (i < a.rows.size() && a.rows[i] < b.rows[j]))
+      rows.push_back(a.rows[i++]);
+    else if (i == a.rows.size() || b.rows[j] < a.rows[i])
+      rows.push_back(b.rows[j++]);
+    else {
+      rows.push_back(a.rows[i]);
+      ++i;
+      ++j;
+    }
   }
   out.values = xt::zeros<float>({rows.size(), cols});
   i = j = 0;
@@ -115,8 +120,12 @@ const SparseRows& Grad::sparse() const {
   if (!is_sparse()) throw std::logic_error("Grad::sparse: the gradient is not SparseRows");
   return std::get<SparseRows>(slot_);
 }
-Array& Grad::dense_mut() { return const_cast<Array&>(dense()); }
-SparseRows& Grad::sparse_mut() { return const_cast<SparseRows&>(sparse()); }
+Array& Grad::dense_mut() {
+  return const_cast<Array&>(dense());
+}
+SparseRows& Grad::sparse_mut() {
+  return const_cast<SparseRows&>(sparse());
+}
 
 static void check_dense_shape(const Array& g, const Shape& shape) {
   if (!std::equal(g.shape().begin(), g.shape().end(), shape.begin(), shape.end()))
@@ -128,8 +137,8 @@ static void check_dense_shape(const Array& g, const Shape& shape) {
 static void check_sparse_shape(const SparseRows& g, const Shape& shape) {
   if (shape.size() != 2 || g.num_rows != shape[0] || g.values.shape()[1] != shape[1])
     throw std::invalid_argument("accumulate_grad: SparseRows gradient of shape " +
-                                shape_str({g.num_rows, g.values.shape()[1]}) +
-                                " for a tensor of shape " + shape_str(shape));
+                                shape_str({g.num_rows, g.values.shape()[1]}) + " for a tensor of shape " +
+                                shape_str(shape));
 }
 
 void Grad::add(Array g, const Shape& shape) {
@@ -164,8 +173,10 @@ void Grad::add(SparseRows g, const Shape& shape) {
 }
 
 void Grad::add(const Grad& g, const Shape& shape) {
-  if (g.is_dense()) add(g.dense(), shape);
-  else if (g.is_sparse()) add(g.sparse(), shape);
+  if (g.is_dense())
+    add(g.dense(), shape);
+  else if (g.is_sparse())
+    add(g.sparse(), shape);
 }
 
 Array Grad::to_dense(const Shape& shape) const {

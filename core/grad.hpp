@@ -38,8 +38,8 @@ struct SparseRows {
 
   // Builds a coalesced SparseRows from unsorted, possibly repeated rows:
   // equal rows are summed. values is [row_ids.size(), cols].
-  static SparseRows coalesce(const std::vector<int64_t>& row_ids,
-                             const xt::xtensor<float, 2>& values, std::size_t num_rows);
+  static SparseRows coalesce(const std::vector<int64_t>& row_ids, const xt::xtensor<float, 2>& values,
+                             std::size_t num_rows);
   // Throws std::invalid_argument unless rows are sorted, unique and in range and
   // values has rows.size() rows.
   void check(const char* where) const;

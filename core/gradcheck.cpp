@@ -9,10 +9,9 @@ namespace tg {
 
 std::string GradcheckReport::str() const {
   std::ostringstream s;
-  s << "gradcheck " << (ok ? "passed" : "FAILED") << " for op '" << op << "': max abs error "
-    << max_abs_error << ", max rel error " << max_rel_error << " over " << checked
-    << " elements; worst at input " << input << where << ": analytic " << analytic
-    << ", numeric " << numeric;
+  s << "gradcheck " << (ok ? "passed" : "FAILED") << " for op '" << op << "': max abs error " << max_abs_error
+    << ", max rel error " << max_rel_error << " over " << checked << " elements; worst at input " << input
+    << where << ": analytic " << analytic << ", numeric " << numeric;
   return s.str();
 }
 

@@ -33,14 +33,14 @@ struct GradcheckOptions {
 
 struct GradcheckReport {
   bool ok = true;
-  std::string op;                // the op that produced fn's output
-  double max_abs_error = 0;      // over all checked elements
+  std::string op;            // the op that produced fn's output
+  double max_abs_error = 0;  // over all checked elements
   double max_rel_error = 0;
   // The worst element: which input, where in it, and both values.
   std::size_t input = 0;
-  std::string where;             // e.g. "[1, 2]"
+  std::string where;  // e.g. "[1, 2]"
   double analytic = 0, numeric = 0;
-  std::size_t checked = 0;       // elements compared
+  std::size_t checked = 0;  // elements compared
 
   std::string str() const;
 };

@@ -29,8 +29,8 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     std::size_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
     std::size_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw std::invalid_argument(std::string(op) + ": shapes " + shape_str(a) + " and " +
-                                  shape_str(b) + " cannot be broadcast together");
+      throw std::invalid_argument(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+                                  " cannot be broadcast together");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -41,10 +41,12 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 static Array sum_over(const Array& x, std::vector<std::size_t> axes, bool keepdim) {
   if (axes.empty()) return x;
   Shape out(x.shape().begin(), x.shape().end());
-  std::sort(axes.begin(), axes.end());  // xtensor wants them sorted
+  std::sort(axes.begin(), axes.end());                      // xtensor wants them sorted
   for (auto it = axes.rbegin(); it != axes.rend(); ++it) {  // from the back: positions stay valid
-    if (keepdim) out[*it] = 1;
-    else out.erase(out.begin() + static_cast<std::ptrdiff_t>(*it));
+    if (keepdim)
+      out[*it] = 1;
+    else
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(*it));
   }
   if (x.size() == 0) return xt::zeros<float>(out);
   Array r = xt::sum(x, axes);
@@ -73,16 +75,15 @@ std::size_t normalize_dim(const char* op, int64_t dim, std::size_t rank) {
   const int64_t r = static_cast<int64_t>(rank);
   if (dim < -r || dim >= r)
     throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) +
-                                " out of range for a tensor with " + std::to_string(rank) +
-                                " dims");
+                                " out of range for a tensor with " + std::to_string(rank) + " dims");
   return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
 }
 
 void check_indices(const char* op, const Indices& index, std::size_t size) {
   for (int64_t i : index)
     if (i < 0 || static_cast<std::size_t>(i) >= size)
-      throw std::out_of_range(std::string(op) + ": index " + std::to_string(i) +
-                              " out of range for size " + std::to_string(size));
+      throw std::out_of_range(std::string(op) + ": index " + std::to_string(i) + " out of range for size " +
+                              std::to_string(size));
 }
 
 // Views a tensor as [outer, n, inner] around axis `ax`: element (o, j, i) sits at
@@ -98,8 +99,10 @@ static AxisSplit split_at(const Shape& s, std::size_t ax) {
   return r;
 }
 static Shape reduced_shape(Shape s, std::size_t ax, bool keepdim) {
-  if (keepdim) s[ax] = 1;
-  else s.erase(s.begin() + static_cast<std::ptrdiff_t>(ax));
+  if (keepdim)
+    s[ax] = 1;
+  else
+    s.erase(s.begin() + static_cast<std::ptrdiff_t>(ax));
   return s;
 }
 
@@ -111,17 +114,17 @@ static std::size_t leading_rows(const Shape& s) {
 }
 
 // C[m, n] = op(A)[m, k] * op(B)[k, n] (+ C if accumulate), row-major, through BLAS.
-static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                 const float* A, const float* B, float* C, bool accumulate = false) {
+static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* A,
+                 const float* B, float* C, bool accumulate = false) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: BLAS would reject the zero leading dimension
     if (!accumulate) std::fill(C, C + m * n, 0.0f);
     return;
   }
   const auto i = [](std::size_t v) { return static_cast<blasint>(v); };
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, i(m), i(n), i(k), 1.0f, A,
-              i(trans_a ? m : k), B, i(trans_b ? k : n), accumulate ? 1.0f : 0.0f, C, i(n));
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, i(m),
+              i(n), i(k), 1.0f, A, i(trans_a ? m : k), B, i(trans_b ? k : n), accumulate ? 1.0f : 0.0f, C,
+              i(n));
 }
 
 // ------------------------------------------------------- elementwise binary
@@ -178,10 +181,9 @@ Tensor add(const Tensor& a, float s) {
 }
 
 Tensor mul(const Tensor& a, float s) {
-  return record("mul_scalar", a.value() * s, {a},
-                [s](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * s));
-                });
+  return record("mul_scalar", a.value() * s, {a}, [s](const Array& g, const Array&, std::vector<Tensor>& in) {
+    in[0].accumulate_grad(Array(g * s));
+  });
 }
 
 Tensor pow(const Tensor& a, float p) {
@@ -191,34 +193,58 @@ Tensor pow(const Tensor& a, float p) {
                 });
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, float s) { return add(a, s); }
-Tensor operator+(float s, const Tensor& a) { return add(a, s); }
-Tensor operator-(const Tensor& a, float s) { return add(a, -s); }
-Tensor operator-(float s, const Tensor& a) { return add(neg(a), s); }
-Tensor operator*(const Tensor& a, float s) { return mul(a, s); }
-Tensor operator*(float s, const Tensor& a) { return mul(a, s); }
-Tensor operator/(const Tensor& a, float s) { return mul(a, 1.0f / s); }
-Tensor operator/(float s, const Tensor& a) { return mul(pow(a, -1.0f), s); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+Tensor operator+(const Tensor& a, float s) {
+  return add(a, s);
+}
+Tensor operator+(float s, const Tensor& a) {
+  return add(a, s);
+}
+Tensor operator-(const Tensor& a, float s) {
+  return add(a, -s);
+}
+Tensor operator-(float s, const Tensor& a) {
+  return add(neg(a), s);
+}
+Tensor operator*(const Tensor& a, float s) {
+  return mul(a, s);
+}
+Tensor operator*(float s, const Tensor& a) {
+  return mul(a, s);
+}
+Tensor operator/(const Tensor& a, float s) {
+  return mul(a, 1.0f / s);
+}
+Tensor operator/(float s, const Tensor& a) {
+  return mul(pow(a, -1.0f), s);
+}
 
 // ------------------------------------------------------ elementwise unary
 
 Tensor exp(const Tensor& a) {
-  return record("exp", xt::exp(a.value()), {a},
-                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * y));  // d exp(x) = exp(x)
-                });
+  return record("exp", xt::exp(a.value()), {a}, [](const Array& g, const Array& y, std::vector<Tensor>& in) {
+    in[0].accumulate_grad(Array(g * y));  // d exp(x) = exp(x)
+  });
 }
 
 Tensor log(const Tensor& a) {
-  return record("log", xt::log(a.value()), {a},
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g / in[0].value()));
-                });
+  return record("log", xt::log(a.value()), {a}, [](const Array& g, const Array&, std::vector<Tensor>& in) {
+    in[0].accumulate_grad(Array(g / in[0].value()));
+  });
 }
 
 Tensor tanh(const Tensor& a) {
@@ -278,13 +304,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   const Shape xs = x.shape(), ws = weight.shape();
   if (ws.size() != 2 || xs.empty() || xs.back() != ws[1])
-    throw std::invalid_argument("linear: input " + shape_str(xs) + " does not fit weight " +
-                                shape_str(ws) + " (expected input [.., " +
+    throw std::invalid_argument("linear: input " + shape_str(xs) + " does not fit weight " + shape_str(ws) +
+                                " (expected input [.., " +
                                 (ws.size() == 2 ? std::to_string(ws[1]) : std::string("in")) + "])");
   const std::size_t in = ws[1], out_f = ws[0], rows = leading_rows(xs);
   if (bias && bias->shape() != Shape{out_f})
-    throw std::invalid_argument("linear: bias " + shape_str(bias->shape()) + " for weight " +
-                                shape_str(ws) + " (expected [" + std::to_string(out_f) + "])");
+    throw std::invalid_argument("linear: bias " + shape_str(bias->shape()) + " for weight " + shape_str(ws) +
+                                " (expected [" + std::to_string(out_f) + "])");
   Shape out_shape = xs;
   out_shape.back() = out_f;
   Array y = xt::empty<float>(out_shape);
@@ -327,7 +353,8 @@ Tensor sum(const Tensor& a) {
 }
 
 Tensor mean(const Tensor& a) {
-  if (a.numel() == 0) throw std::invalid_argument("mean: tensor of shape " + shape_str(a.shape()) + " is empty");
+  if (a.numel() == 0)
+    throw std::invalid_argument("mean: tensor of shape " + shape_str(a.shape()) + " is empty");
   return mul(sum(a), 1.0f / static_cast<float>(a.numel()));
 }
 
@@ -348,7 +375,9 @@ Tensor sum(const Tensor& a, int64_t dim, bool keepdim) {
 
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
   const std::size_t ax = normalize_dim("mean", dim, a.dim());
-  if (a.shape()[ax] == 0) throw std::invalid_argument("mean: dim " + std::to_string(dim) + " of shape " + shape_str(a.shape()) + " is empty");
+  if (a.shape()[ax] == 0)
+    throw std::invalid_argument("mean: dim " + std::to_string(dim) + " of shape " + shape_str(a.shape()) +
+                                " is empty");
   return mul(sum(a, dim, keepdim), 1.0f / static_cast<float>(a.shape()[ax]));
 }
 
@@ -357,7 +386,8 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
   const Shape in_shape = a.shape();
   const AxisSplit s = split_at(in_shape, ax);
   if (s.n == 0)
-    throw std::invalid_argument("max: dim " + std::to_string(dim) + " of shape " + shape_str(in_shape) + " is empty");
+    throw std::invalid_argument("max: dim " + std::to_string(dim) + " of shape " + shape_str(in_shape) +
+                                " is empty");
   Array out = xt::empty<float>(reduced_shape(in_shape, ax, keepdim));
   std::vector<std::size_t> arg(s.outer * s.inner);  // where each max came from
   const float* x = a.value().data();
@@ -434,8 +464,8 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
   }
   if (infer >= 0) {
     if (known == 0 || a.numel() % known != 0)
-      throw std::invalid_argument("reshape: cannot infer the -1 in a shape for " +
-                                  std::to_string(a.numel()) + " elements of " + shape_str(a.shape()));
+      throw std::invalid_argument("reshape: cannot infer the -1 in a shape for " + std::to_string(a.numel()) +
+                                  " elements of " + shape_str(a.shape()));
     out_shape[infer] = a.numel() / known;
     known *= out_shape[infer];
   }
@@ -467,8 +497,10 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
 
 Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
   if (a.dim() == 0 || normalize_dim("index_select", dim, a.dim()) != 0)
-    throw std::invalid_argument("index_select: only dim 0 of a tensor with at least one dim is "
-                                "supported; got dim " + std::to_string(dim) + " of " + shape_str(a.shape()));
+    throw std::invalid_argument(
+        "index_select: only dim 0 of a tensor with at least one dim is "
+        "supported; got dim " +
+        std::to_string(dim) + " of " + shape_str(a.shape()));
   if (index.dimension() != 1)
     throw std::invalid_argument("index_select: index must be 1-d; got shape " +
                                 shape_str(Shape(index.shape().begin(), index.shape().end())));
@@ -484,7 +516,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
                 [index, row](const Array& g, const Array&, std::vector<Tensor>& in) {
                   Array gi = xt::zeros<float>(in[0].shape());
                   for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
-                    for (std::size_t c = 0; c < row; ++c) gi.data()[index(i) * row + c] += g.data()[i * row + c];
+                    for (std::size_t c = 0; c < row; ++c)
+                      gi.data()[index(i) * row + c] += g.data()[i * row + c];
                   in[0].accumulate_grad(std::move(gi));
                 });
 }

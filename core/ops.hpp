@@ -55,7 +55,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 
 // ---- reductions. dim may be negative (counted from the end).
-Tensor sum(const Tensor& a);                                     // all elements -> 0-d
+Tensor sum(const Tensor& a);  // all elements -> 0-d
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);

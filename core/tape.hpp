@@ -41,8 +41,8 @@ struct Node {
   std::weak_ptr<TensorImpl> output;  // weak: the output owns this node
   Shape output_shape;
   BackwardFn backward;
-  bool released = false;             // backward() ran and dropped inputs/closure
-  std::size_t visit = 0;             // scratch mark used by one backward() call
+  bool released = false;  // backward() ran and dropped inputs/closure
+  std::size_t visit = 0;  // scratch mark used by one backward() call
 };
 
 // Records an op and returns its output tensor. The output requires grad (and

@@ -26,34 +26,31 @@ Shape Tensor::shape() const {
 
 float Tensor::item() const {
   if (numel() != 1)
-    throw std::invalid_argument("item: tensor of shape " + shape_str(shape()) +
-                                " has " + std::to_string(numel()) + " elements, not one");
+    throw std::invalid_argument("item: tensor of shape " + shape_str(shape()) + " has " +
+                                std::to_string(numel()) + " elements, not one");
   return impl_->value.data()[0];
 }
 
 void Tensor::copy_(const Array& src) {
   if (requires_grad() && is_grad_enabled())
-    throw std::logic_error(
-        "copy_: a tensor that requires grad can only be overwritten under NoGradGuard");
+    throw std::logic_error("copy_: a tensor that requires grad can only be overwritten under NoGradGuard");
   Shape s(src.shape().begin(), src.shape().end());
   if (s != shape())
-    throw std::invalid_argument("copy_: source of shape " + shape_str(s) +
-                                " for a tensor of shape " + shape_str(shape()));
+    throw std::invalid_argument("copy_: source of shape " + shape_str(s) + " for a tensor of shape " +
+                                shape_str(shape()));
   impl_->value = src;
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
   if (!is_leaf())
-    throw std::logic_error(
-        "set_requires_grad: only leaves can change it; this tensor was made by op '" +
-        creator()->op + "' (use detach() to get a leaf)");
+    throw std::logic_error("set_requires_grad: only leaves can change it; this tensor was made by op '" +
+                           creator()->op + "' (use detach() to get a leaf)");
   impl_->requires_grad = on;
   return *this;
 }
 
 void Tensor::retain_grad() {
-  if (!requires_grad())
-    throw std::logic_error("retain_grad: the tensor does not require grad");
+  if (!requires_grad()) throw std::logic_error("retain_grad: the tensor does not require grad");
   impl_->retains_grad = true;
 }
 
@@ -71,26 +68,30 @@ void Tensor::accumulate_grad(SparseRows g) {
 
 void Tensor::backward(std::optional<Array> gradient, bool retain_graph) const {
   if (!requires_grad())
-    throw std::logic_error("backward: the tensor does not require grad (it is a leaf without "
-                           "requires_grad, or was computed under NoGradGuard)");
+    throw std::logic_error(
+        "backward: the tensor does not require grad (it is a leaf without "
+        "requires_grad, or was computed under NoGradGuard)");
   Array seed;
   if (gradient) {
     Shape s(gradient->shape().begin(), gradient->shape().end());
     if (s != shape())
-      throw std::invalid_argument("backward: gradient of shape " + shape_str(s) +
-                                  " for a tensor of shape " + shape_str(shape()));
+      throw std::invalid_argument("backward: gradient of shape " + shape_str(s) + " for a tensor of shape " +
+                                  shape_str(shape()));
     seed = std::move(*gradient);
   } else {
     if (numel() != 1)
-      throw std::invalid_argument("backward: a gradient can only be implied for a one-element "
-                                  "tensor; this one has shape " + shape_str(shape()) +
-                                  ": pass backward(gradient)");
+      throw std::invalid_argument(
+          "backward: a gradient can only be implied for a one-element "
+          "tensor; this one has shape " +
+          shape_str(shape()) + ": pass backward(gradient)");
     seed = xt::ones<float>(shape());
   }
   run_backward(*this, std::move(seed), retain_graph);
 }
 
-Tensor Tensor::detach() const { return Tensor(impl_->value); }
+Tensor Tensor::detach() const {
+  return Tensor(impl_->value);
+}
 
 // ---------------------------------------------------------------- factories
 
@@ -98,7 +99,9 @@ Generator& default_generator() {
   static thread_local Generator gen(0);
   return gen;
 }
-void manual_seed(uint64_t seed) { default_generator().seed(static_cast<Generator::result_type>(seed)); }
+void manual_seed(uint64_t seed) {
+  default_generator().seed(static_cast<Generator::result_type>(seed));
+}
 
 Tensor zeros(const Shape& shape, bool requires_grad) {
   return Tensor(xt::zeros<float>(shape), requires_grad);
@@ -128,8 +131,14 @@ Tensor rand(const Shape& shape, Generator& gen, bool requires_grad) {
 
 static thread_local bool grad_enabled = true;
 
-bool is_grad_enabled() { return grad_enabled; }
-NoGradGuard::NoGradGuard() : previous_(grad_enabled) { grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { grad_enabled = previous_; }
+bool is_grad_enabled() {
+  return grad_enabled;
+}
+NoGradGuard::NoGradGuard() : previous_(grad_enabled) {
+  grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  grad_enabled = previous_;
+}
 
 }  // namespace tg

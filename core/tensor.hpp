@@ -30,8 +30,8 @@ struct Node;  // one tape entry, see core/tape.hpp
 
 struct TensorImpl {
   Array value;
-  Grad grad;                      // what grad() returns: leaves, and non-leaves that retain_grad
-  Grad pending;                   // gradient flowing into a non-leaf during one backward()
+  Grad grad;     // what grad() returns: leaves, and non-leaves that retain_grad
+  Grad pending;  // gradient flowing into a non-leaf during one backward()
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<Node> creator;  // the op that produced this tensor; null for leaves

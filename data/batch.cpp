@@ -14,176 +14,175 @@ namespace tg::data {
 namespace {
 
 void check_num_cols(std::int64_t num_cols, std::string_view caller) {
-    if (num_cols < 0) {
-        throw std::invalid_argument(std::string(caller) + ": num_cols must be >= 0, got " +
-                                    std::to_string(num_cols));
-    }
+  if (num_cols < 0) {
+    throw std::invalid_argument(std::string(caller) + ": num_cols must be >= 0, got " +
+                                std::to_string(num_cols));
+  }
 }
 
 void check_ids(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols,
                std::string_view caller) {
-    for (std::size_t d = 0; d < documents.size(); ++d) {
-        for (std::size_t k = 0; k < documents[d].size(); ++k) {
-            std::int64_t id = documents[d][k];
-            if (id < 0 || id >= num_cols) {
-                throw std::invalid_argument(std::string(caller) + ": document " + std::to_string(d) +
-                                            ", position " + std::to_string(k) + ": token id " +
-                                            std::to_string(id) + " outside [0, " +
-                                            std::to_string(num_cols) + ")");
-            }
-        }
+  for (std::size_t d = 0; d < documents.size(); ++d) {
+    for (std::size_t k = 0; k < documents[d].size(); ++k) {
+      std::int64_t id = documents[d][k];
+      if (id < 0 || id >= num_cols) {
+        throw std::invalid_argument(std::string(caller) + ": document " + std::to_string(d) + ", position " +
+                                    std::to_string(k) + ": token id " + std::to_string(id) + " outside [0, " +
+                                    std::to_string(num_cols) + ")");
+      }
     }
+  }
 }
 
 }  // namespace
 
 void check_csr(const CsrBatch& batch, std::string_view caller) {
-    auto fail = [&](const std::string& reason) {
-        throw std::invalid_argument(std::string(caller) + ": bad CSR batch: " + reason);
-    };
-    if (batch.num_cols < 0) fail("num_cols " + std::to_string(batch.num_cols) + " < 0");
-    if (batch.indptr.empty()) fail("indptr is empty (it needs rows + 1 entries)");
-    if (batch.indptr[0] != 0) fail("indptr[0] is " + std::to_string(batch.indptr[0]) + ", not 0");
-    if (batch.values.size() != batch.indices.size()) {
-        fail("indices has " + std::to_string(batch.indices.size()) + " entries but values has " +
-             std::to_string(batch.values.size()));
+  auto fail = [&](const std::string& reason) {
+    throw std::invalid_argument(std::string(caller) + ": bad CSR batch: " + reason);
+  };
+  if (batch.num_cols < 0) fail("num_cols " + std::to_string(batch.num_cols) + " < 0");
+  if (batch.indptr.empty()) fail("indptr is empty (it needs rows + 1 entries)");
+  if (batch.indptr[0] != 0) fail("indptr[0] is " + std::to_string(batch.indptr[0]) + ", not 0");
+  if (batch.values.size() != batch.indices.size()) {
+    fail("indices has " + std::to_string(batch.indices.size()) + " entries but values has " +
+         std::to_string(batch.values.size()));
+  }
+  for (std::size_t r = 0; r + 1 < batch.indptr.size(); ++r) {
+    if (batch.indptr[r + 1] < batch.indptr[r]) {
+      fail("indptr decreases at row " + std::to_string(r) + " (" + std::to_string(batch.indptr[r]) + " -> " +
+           std::to_string(batch.indptr[r + 1]) + ")");
     }
-    for (std::size_t r = 0; r + 1 < batch.indptr.size(); ++r) {
-        if (batch.indptr[r + 1] < batch.indptr[r]) {
-            fail("indptr decreases at row " + std::to_string(r) + " (" +
-                 std::to_string(batch.indptr[r]) + " -> " + std::to_string(batch.indptr[r + 1]) + ")");
-        }
+  }
+  if (batch.indptr.back() != batch.nnz()) {
+    fail("indptr ends at " + std::to_string(batch.indptr.back()) + " but there are " +
+         std::to_string(batch.nnz()) + " indices");
+  }
+  // indptr is now known to stay within [0, nnz], so these reads are in bounds.
+  for (std::int64_t r = 0; r < batch.rows(); ++r) {
+    for (std::int64_t k = batch.indptr[r]; k < batch.indptr[r + 1]; ++k) {
+      std::int64_t col = batch.indices[k];
+      if (col < 0 || col >= batch.num_cols) {
+        fail("row " + std::to_string(r) + ": column " + std::to_string(col) + " outside [0, " +
+             std::to_string(batch.num_cols) + ")");
+      }
+      if (k > batch.indptr[r] && col <= batch.indices[k - 1]) {
+        fail("row " + std::to_string(r) + ": columns not sorted and unique (" +
+             std::to_string(batch.indices[k - 1]) + " then " + std::to_string(col) + ")");
+      }
     }
-    if (batch.indptr.back() != batch.nnz()) {
-        fail("indptr ends at " + std::to_string(batch.indptr.back()) + " but there are " +
-             std::to_string(batch.nnz()) + " indices");
-    }
-    // indptr is now known to stay within [0, nnz], so these reads are in bounds.
-    for (std::int64_t r = 0; r < batch.rows(); ++r) {
-        for (std::int64_t k = batch.indptr[r]; k < batch.indptr[r + 1]; ++k) {
-            std::int64_t col = batch.indices[k];
-            if (col < 0 || col >= batch.num_cols) {
-                fail("row " + std::to_string(r) + ": column " + std::to_string(col) + " outside [0, " +
-                     std::to_string(batch.num_cols) + ")");
-            }
-            if (k > batch.indptr[r] && col <= batch.indices[k - 1]) {
-                fail("row " + std::to_string(r) + ": columns not sorted and unique (" +
-                     std::to_string(batch.indices[k - 1]) + " then " + std::to_string(col) + ")");
-            }
-        }
-    }
+  }
 }
 
 CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols,
                 CsrValues values) {
-    check_num_cols(num_cols, "to_csr");
-    check_ids(documents, num_cols, "to_csr");
-    CsrBatch batch;
-    batch.num_cols = num_cols;
-    batch.indptr.reserve(documents.size() + 1);
-    std::vector<std::int64_t> sorted;
-    for (const auto& document : documents) {
-        sorted.assign(document.begin(), document.end());
-        std::sort(sorted.begin(), sorted.end());
-        // Equal ids are now adjacent: each run becomes one entry.
-        for (std::size_t k = 0; k < sorted.size();) {
-            std::size_t end = k;
-            while (end < sorted.size() && sorted[end] == sorted[k]) ++end;
-            batch.indices.push_back(sorted[k]);
-            batch.values.push_back(values == CsrValues::binary ? 1.0f : static_cast<float>(end - k));
-            k = end;
-        }
-        batch.indptr.push_back(batch.nnz());
+  check_num_cols(num_cols, "to_csr");
+  check_ids(documents, num_cols, "to_csr");
+  CsrBatch batch;
+  batch.num_cols = num_cols;
+  batch.indptr.reserve(documents.size() + 1);
+  std::vector<std::int64_t> sorted;
+  for (const auto& document : documents) {
+    sorted.assign(document.begin(), document.end());
+    std::sort(sorted.begin(), sorted.end());
+    // Equal ids are now adjacent: each run becomes one entry.
+    for (std::size_t k = 0; k < sorted.size();) {
+      std::size_t end = k;
+      while (end < sorted.size() && sorted[end] == sorted[k]) ++end;
+      batch.indices.push_back(sorted[k]);
+      batch.values.push_back(values == CsrValues::binary ? 1.0f : static_cast<float>(end - k));
+      k = end;
     }
-    return batch;
+    batch.indptr.push_back(batch.nnz());
+  }
+  return batch;
 }
 
 Tfidf Tfidf::fit(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols) {
-    check_num_cols(num_cols, "Tfidf::fit");
-    if (documents.empty()) throw std::invalid_argument("Tfidf::fit: no documents to fit on");
-    // Presence per document is what document frequency counts, so fit on the binary batch.
-    CsrBatch presence = to_csr(documents, num_cols, CsrValues::binary);
-    std::vector<std::int64_t> df(static_cast<std::size_t>(num_cols), 0);
-    for (std::int64_t col : presence.indices) ++df[static_cast<std::size_t>(col)];
+  check_num_cols(num_cols, "Tfidf::fit");
+  if (documents.empty()) throw std::invalid_argument("Tfidf::fit: no documents to fit on");
+  // Presence per document is what document frequency counts, so fit on the binary batch.
+  CsrBatch presence = to_csr(documents, num_cols, CsrValues::binary);
+  std::vector<std::int64_t> df(static_cast<std::size_t>(num_cols), 0);
+  for (std::int64_t col : presence.indices) ++df[static_cast<std::size_t>(col)];
 
-    Tfidf tfidf;
-    tfidf.idf.resize(df.size());
-    double n = static_cast<double>(documents.size());
-    for (std::size_t t = 0; t < df.size(); ++t) {
-        tfidf.idf[t] = std::log((1.0 + n) / (1.0 + static_cast<double>(df[t]))) + 1.0;
-    }
-    return tfidf;
+  Tfidf tfidf;
+  tfidf.idf.resize(df.size());
+  double n = static_cast<double>(documents.size());
+  for (std::size_t t = 0; t < df.size(); ++t) {
+    tfidf.idf[t] = std::log((1.0 + n) / (1.0 + static_cast<double>(df[t]))) + 1.0;
+  }
+  return tfidf;
 }
 
 CsrBatch Tfidf::transform(const CsrBatch& counts) const {
-    check_csr(counts, "Tfidf::transform");
-    if (counts.num_cols != num_cols()) {
-        throw std::invalid_argument("Tfidf::transform: batch has " + std::to_string(counts.num_cols) +
-                                    " columns, the idf was fitted for " + std::to_string(num_cols()));
+  check_csr(counts, "Tfidf::transform");
+  if (counts.num_cols != num_cols()) {
+    throw std::invalid_argument("Tfidf::transform: batch has " + std::to_string(counts.num_cols) +
+                                " columns, the idf was fitted for " + std::to_string(num_cols()));
+  }
+  CsrBatch out = counts;
+  std::vector<double> row;
+  for (std::int64_t r = 0; r < out.rows(); ++r) {
+    std::int64_t begin = out.indptr[r], end = out.indptr[r + 1];
+    row.clear();
+    double sum_squares = 0.0;
+    for (std::int64_t k = begin; k < end; ++k) {
+      double w = static_cast<double>(counts.values[k]) * idf[static_cast<std::size_t>(out.indices[k])];
+      row.push_back(w);
+      sum_squares += w * w;
     }
-    CsrBatch out = counts;
-    std::vector<double> row;
-    for (std::int64_t r = 0; r < out.rows(); ++r) {
-        std::int64_t begin = out.indptr[r], end = out.indptr[r + 1];
-        row.clear();
-        double sum_squares = 0.0;
-        for (std::int64_t k = begin; k < end; ++k) {
-            double w = static_cast<double>(counts.values[k]) * idf[static_cast<std::size_t>(out.indices[k])];
-            row.push_back(w);
-            sum_squares += w * w;
-        }
-        // An empty row (or one of zero counts) stays as it is, as in scikit-learn.
-        double norm = std::sqrt(sum_squares);
-        if (norm == 0.0) norm = 1.0;
-        for (std::int64_t k = begin; k < end; ++k) {
-            out.values[k] = static_cast<float>(row[static_cast<std::size_t>(k - begin)] / norm);
-        }
+    // An empty row (or one of zero counts) stays as it is, as in scikit-learn.
+    double norm = std::sqrt(sum_squares);
+    if (norm == 0.0) norm = 1.0;
+    for (std::int64_t k = begin; k < end; ++k) {
+      out.values[k] = static_cast<float>(row[static_cast<std::size_t>(k - begin)] / norm);
     }
-    return out;
+  }
+  return out;
 }
 
 CsrBatch Tfidf::transform(const std::vector<std::vector<std::int64_t>>& documents) const {
-    return transform(to_csr(documents, num_cols(), CsrValues::counts));
+  return transform(to_csr(documents, num_cols(), CsrValues::counts));
 }
 
 Bags to_bags(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols) {
-    check_num_cols(num_cols, "to_bags");
-    check_ids(documents, num_cols, "to_bags");
-    Bags bags;
-    bags.offsets.reserve(documents.size());
-    for (const auto& document : documents) {
-        bags.offsets.push_back(static_cast<std::int64_t>(bags.indices.size()));
-        bags.indices.insert(bags.indices.end(), document.begin(), document.end());
-    }
-    bags.per_sample_weights.assign(bags.indices.size(), 1.0f);
-    return bags;
+  check_num_cols(num_cols, "to_bags");
+  check_ids(documents, num_cols, "to_bags");
+  Bags bags;
+  bags.offsets.reserve(documents.size());
+  for (const auto& document : documents) {
+    bags.offsets.push_back(static_cast<std::int64_t>(bags.indices.size()));
+    bags.indices.insert(bags.indices.end(), document.begin(), document.end());
+  }
+  bags.per_sample_weights.assign(bags.indices.size(), 1.0f);
+  return bags;
 }
 
 Bags to_bags(const CsrBatch& batch) {
-    check_csr(batch, "to_bags");
-    Bags bags;
-    bags.indices = batch.indices;
-    bags.offsets.assign(batch.indptr.begin(), batch.indptr.end() - 1);
-    bags.per_sample_weights = batch.values;
-    return bags;
+  check_csr(batch, "to_bags");
+  Bags bags;
+  bags.indices = batch.indices;
+  bags.offsets.assign(batch.indptr.begin(), batch.indptr.end() - 1);
+  bags.per_sample_weights = batch.values;
+  return bags;
 }
 
 xt::xarray<float> to_dense(const CsrBatch& batch) {
-    check_csr(batch, "to_dense");
-    auto rows = static_cast<std::size_t>(batch.rows());
-    auto cols = static_cast<std::size_t>(batch.num_cols);
-    if (cols > 0 && rows > std::numeric_limits<std::size_t>::max() / sizeof(float) / cols) {
-        throw std::invalid_argument("to_dense: " + std::to_string(rows) + " x " + std::to_string(cols) +
-                                    " floats do not fit in memory");
+  check_csr(batch, "to_dense");
+  auto rows = static_cast<std::size_t>(batch.rows());
+  auto cols = static_cast<std::size_t>(batch.num_cols);
+  if (cols > 0 && rows > std::numeric_limits<std::size_t>::max() / sizeof(float) / cols) {
+    throw std::invalid_argument("to_dense: " + std::to_string(rows) + " x " + std::to_string(cols) +
+                                " floats do not fit in memory");
+  }
+  xt::xarray<float> dense = xt::zeros<float>({rows, cols});
+  float* out = dense.data();
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::int64_t k = batch.indptr[r]; k < batch.indptr[r + 1]; ++k) {
+      out[r * cols + static_cast<std::size_t>(batch.indices[k])] = batch.values[k];
     }
-    xt::xarray<float> dense = xt::zeros<float>({rows, cols});
-    float* out = dense.data();
-    for (std::size_t r = 0; r < rows; ++r) {
-        for (std::int64_t k = batch.indptr[r]; k < batch.indptr[r + 1]; ++k) {
-            out[r * cols + static_cast<std::size_t>(batch.indices[k])] = batch.values[k];
-        }
-    }
-    return dense;
+  }
+  return dense;
 }
 
 }  // namespace tg::data

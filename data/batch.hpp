@@ -21,13 +21,13 @@ namespace tg::data {
 // values. Within a row the columns are sorted and unique (scipy's "canonical
 // format"). An empty document is a row with no entries.
 struct CsrBatch {
-    std::vector<std::int64_t> indptr{0};  // rows + 1 entries, indptr[0] == 0
-    std::vector<std::int64_t> indices;
-    std::vector<float> values;
-    std::int64_t num_cols = 0;
+  std::vector<std::int64_t> indptr{0};  // rows + 1 entries, indptr[0] == 0
+  std::vector<std::int64_t> indices;
+  std::vector<float> values;
+  std::int64_t num_cols = 0;
 
-    std::int64_t rows() const { return static_cast<std::int64_t>(indptr.size()) - 1; }
-    std::int64_t nnz() const { return static_cast<std::int64_t>(indices.size()); }
+  std::int64_t rows() const { return static_cast<std::int64_t>(indptr.size()) - 1; }
+  std::int64_t nnz() const { return static_cast<std::int64_t>(indices.size()); }
 };
 
 // Throws std::invalid_argument, starting with caller, when batch breaks the layout
@@ -35,8 +35,8 @@ struct CsrBatch {
 void check_csr(const CsrBatch& batch, std::string_view caller);
 
 enum class CsrValues {
-    counts,  // how often the column's token appears in the document
-    binary,  // 1 when it appears at all (multi-hot)
+  counts,  // how often the column's token appears in the document
+  binary,  // 1 when it appears at all (multi-hot)
 };
 
 CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols,
@@ -49,25 +49,25 @@ CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::in
 // The "1 +" terms act as if one extra document contained every token once, so no
 // idf is infinite. Fit on the training documents only, then transform any split.
 struct Tfidf {
-    std::vector<double> idf;  // one per column
+  std::vector<double> idf;  // one per column
 
-    static Tfidf fit(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols);
-    std::int64_t num_cols() const { return static_cast<std::int64_t>(idf.size()); }
+  static Tfidf fit(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols);
+  std::int64_t num_cols() const { return static_cast<std::int64_t>(idf.size()); }
 
-    // counts: a batch from to_csr(..., CsrValues::counts) with num_cols() columns.
-    CsrBatch transform(const CsrBatch& counts) const;
-    CsrBatch transform(const std::vector<std::vector<std::int64_t>>& documents) const;
+  // counts: a batch from to_csr(..., CsrValues::counts) with num_cols() columns.
+  CsrBatch transform(const CsrBatch& counts) const;
+  CsrBatch transform(const std::vector<std::vector<std::int64_t>>& documents) const;
 };
 
 // What EmbeddingBag(mode="sum" or "mean") takes: bag b is
 // indices[offsets[b] .. offsets[b+1]) (the last bag runs to the end), each index
 // scaled by its per_sample_weights entry. An empty document is an empty bag.
 struct Bags {
-    std::vector<std::int64_t> indices;
-    std::vector<std::int64_t> offsets;  // one per document, offsets[0] == 0
-    std::vector<float> per_sample_weights;
+  std::vector<std::int64_t> indices;
+  std::vector<std::int64_t> offsets;  // one per document, offsets[0] == 0
+  std::vector<float> per_sample_weights;
 
-    std::int64_t size() const { return static_cast<std::int64_t>(offsets.size()); }
+  std::int64_t size() const { return static_cast<std::int64_t>(offsets.size()); }
 };
 
 // Token ids as they come: order and repeats kept, every weight 1.

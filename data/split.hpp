@@ -25,8 +25,8 @@ std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t bound);
 std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed);
 
 struct Split {
-    std::vector<std::int64_t> train;
-    std::vector<std::int64_t> test;
+  std::vector<std::int64_t> train;
+  std::vector<std::int64_t> test;
 };
 
 // Shuffles 0 .. n-1 and puts the first ceil(test_fraction * n) in test, the rest
@@ -37,25 +37,24 @@ Split train_test_split(std::int64_t n, double test_fraction, std::uint64_t seed)
 // Like train_test_split over targets.size() examples, with each class's share of
 // the test set as close as whole numbers allow to its share of the data. targets
 // are class ids >= 0. Both parts come out shuffled (classes mixed).
-Split stratified_split(const std::vector<std::int64_t>& targets, double test_fraction,
-                       std::uint64_t seed);
+Split stratified_split(const std::vector<std::int64_t>& targets, double test_fraction, std::uint64_t seed);
 
 // items[indices[0]], items[indices[1]], ...: one part of a split, or a minibatch.
 // Throws std::invalid_argument naming the position and index when one is outside
 // [0, items.size()).
 template <typename T>
 std::vector<T> take(const std::vector<T>& items, const std::vector<std::int64_t>& indices) {
-    std::vector<T> out;
-    out.reserve(indices.size());
-    for (std::size_t k = 0; k < indices.size(); ++k) {
-        std::int64_t i = indices[k];
-        if (i < 0 || i >= static_cast<std::int64_t>(items.size())) {
-            throw std::invalid_argument("take: indices[" + std::to_string(k) + "] = " + std::to_string(i) +
-                                        " outside [0, " + std::to_string(items.size()) + ")");
-        }
-        out.push_back(items[static_cast<std::size_t>(i)]);
+  std::vector<T> out;
+  out.reserve(indices.size());
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    std::int64_t i = indices[k];
+    if (i < 0 || i >= static_cast<std::int64_t>(items.size())) {
+      throw std::invalid_argument("take: indices[" + std::to_string(k) + "] = " + std::to_string(i) +
+                                  " outside [0, " + std::to_string(items.size()) + ")");
     }
-    return out;
+    out.push_back(items[static_cast<std::size_t>(i)]);
+  }
+  return out;
 }
 
 }  // namespace tg::data

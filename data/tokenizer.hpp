@@ -14,13 +14,13 @@
 namespace tg::data {
 
 struct TokenizerOptions {
-    // Tokens shorter than min_length or longer than max_length (in bytes, which
-    // here are characters) are dropped, not cut.
-    std::size_t min_length = 1;
-    // Long runs are mostly encoded blobs (base64, hex ids), not words.
-    std::size_t max_length = 32;
-    // false: "Free" and "FREE" both become "free".
-    bool keep_case = false;
+  // Tokens shorter than min_length or longer than max_length (in bytes, which
+  // here are characters) are dropped, not cut.
+  std::size_t min_length = 1;
+  // Long runs are mostly encoded blobs (base64, hex ids), not words.
+  std::size_t max_length = 32;
+  // false: "Free" and "FREE" both become "free".
+  bool keep_case = false;
 };
 
 // Throws std::invalid_argument when min_length is 0 or max_length < min_length.

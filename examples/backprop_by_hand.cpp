@@ -54,14 +54,15 @@ int main(int argc, char** argv) {
 
   // Forward. Every op appends one entry to the tape; mse_loss is built from
   // four (sub, mul, sum, and a scale by 1/n for the mean).
-  tg::Tensor pre = fc1(x);            // [1, 2] x [2, 2]^T + [2] -> [1, 2]
-  tg::Tensor h = tg::tanh(pre);       // [1, 2]
-  tg::Tensor out = fc2(h);            // [1, 2] x [1, 2]^T + [1] -> [1, 1]
+  tg::Tensor pre = fc1(x);                 // [1, 2] x [2, 2]^T + [2] -> [1, 2]
+  tg::Tensor h = tg::tanh(pre);            // [1, 2]
+  tg::Tensor out = fc2(h);                 // [1, 2] x [1, 2]^T + [1] -> [1, 1]
   tg::Tensor loss = tg::mse_loss(out, y);  // mean((out - y)^2), a scalar
 
   std::printf("forward, as recorded (* = requires grad):\n");
   for (const auto& node : tg::Tape::current().live_entries())
-    std::printf("  %s\n      value %s\n", tg::describe(*node).c_str(), values(node->output.lock()->value).c_str());
+    std::printf("  %s\n      value %s\n", tg::describe(*node).c_str(),
+                values(node->output.lock()->value).c_str());
 
   // Backward walks the same entries in reverse. Each step gets the gradient
   // of its output and adds a share into each input that requires grad.
@@ -77,10 +78,10 @@ int main(int argc, char** argv) {
     std::printf("  %-10s %s\n", p.name().c_str(), values(p.grad().dense()).c_str());
 
   // The chain rule by hand, from the forward values above.
-  const tg::Array d_out = 2.0f * (out.value() - y.value());           // d mean((out - y)^2) / d out
-  const tg::Array d_h = d_out(0, 0) * fc2.weight.value();             // through out = h W2^T + b2
-  const tg::Array d_pre = d_h * (1.0f - h.value() * h.value());       // tanh' = 1 - tanh^2
-  const tg::Array d_w1 = xt::transpose(d_pre) * x.value();            // [2, 1] * [1, 2] -> [2, 2]
+  const tg::Array d_out = 2.0f * (out.value() - y.value());      // d mean((out - y)^2) / d out
+  const tg::Array d_h = d_out(0, 0) * fc2.weight.value();        // through out = h W2^T + b2
+  const tg::Array d_pre = d_h * (1.0f - h.value() * h.value());  // tanh' = 1 - tanh^2
+  const tg::Array d_w1 = xt::transpose(d_pre) * x.value();       // [2, 1] * [1, 2] -> [2, 2]
   const tg::Array d_w2 = d_out(0, 0) * h.value();
   std::printf("\nby hand:\n");
   std::printf("  d loss/d out  = 2 (out - y)        = %s\n", values(d_out).c_str());
@@ -88,8 +89,9 @@ int main(int argc, char** argv) {
   std::printf("  d loss/d pre  = d_h (1 - h^2)      = %s\n", values(d_pre).c_str());
   std::printf("  fc1.weight    = d_pre^T x          = %s\n", values(d_w1).c_str());
   std::printf("  fc2.weight    = d_out h            = %s\n", values(d_w2).c_str());
-  const bool same = xt::allclose(d_w1, fc1.weight.grad().dense()) && xt::allclose(d_pre, fc1.bias->grad().dense()) &&
-                    xt::allclose(d_w2, fc2.weight.grad().dense()) && xt::allclose(d_out, fc2.bias->grad().dense());
+  const bool same =
+      xt::allclose(d_w1, fc1.weight.grad().dense()) && xt::allclose(d_pre, fc1.bias->grad().dense()) &&
+      xt::allclose(d_w2, fc2.weight.grad().dense()) && xt::allclose(d_out, fc2.bias->grad().dense());
   std::printf("by hand == backward(): %s\n", same ? "true" : "false");
 
   // Finite differences: nudge each parameter entry by +-eps, rerun the forward

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   // Two layers, one set of numbers. Linear stores [out, in], so the Embedding's
   // [vocab, dim] table goes in transposed.
   tg::Generator gen(0);
-  tg::nn::Embedding emb(vocab, dim, {}, gen);       // sparse gradient (the default here)
+  tg::nn::Embedding emb(vocab, dim, {}, gen);  // sparse gradient (the default here)
   tg::nn::Linear fc(vocab, dim, /*bias=*/false, gen);
   emb.weight.set_name("emb.weight");
   fc.weight.set_name("fc.weight");
@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     fc.weight.copy_(xt::transpose(emb.weight.value()));
   }
   std::printf("embedding weight %s  (one row per id)\n", tg::shape_str(emb.weight.shape()).c_str());
-  std::printf("linear weight    %s  (the same numbers, transposed)\n", tg::shape_str(fc.weight.shape()).c_str());
+  std::printf("linear weight    %s  (the same numbers, transposed)\n",
+              tg::shape_str(fc.weight.shape()).c_str());
 
   // A batch of ids; 3 appears twice, so row 3 is read twice.
   tg::Indices ids = {2, 3, 1, 3};
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
 
   // The product multiplies every one-hot entry, zeros included, by a column of fc.weight.
   tg::Tensor one_hot = tg::one_hot(ids, vocab).set_name("one_hot(ids)");  // [4, vocab] of 0/1
-  tg::Tensor multiplied = fc(one_hot);            // [4, vocab] x [vocab, dim] -> [4, dim]
+  tg::Tensor multiplied = fc(one_hot);  // [4, vocab] x [vocab, dim] -> [4, dim]
   print_rows("linear(one_hot(ids))", multiplied.value());
   std::printf("allclose: %s\n\n", xt::allclose(looked_up.value(), multiplied.value()) ? "true" : "false");
 
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
   // the sum of the two gradients that reached its two lookups.
   const tg::SparseRows& sparse = emb.weight.grad().sparse();
   std::printf("embedding grad: sparse, rows {");
-  for (std::size_t i = 0; i < sparse.rows.size(); ++i) std::printf(i ? ", %lld" : "%lld", (long long)sparse.rows[i]);
+  for (std::size_t i = 0; i < sparse.rows.size(); ++i)
+    std::printf(i ? ", %lld" : "%lld", (long long)sparse.rows[i]);
   std::printf("} of %zu, values %s, %zu bytes\n", sparse.num_rows,
               tg::shape_str(tg::Shape(sparse.values.shape().begin(), sparse.values.shape().end())).c_str(),
               emb.weight.grad().nbytes());

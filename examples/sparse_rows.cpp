@@ -41,8 +41,8 @@ int main() {
   tg::Generator gen(0);
   tg::nn::Linear fc(vocab, dim, /*bias=*/false, gen);  // weight [dim, vocab]
   const tg::Array table = xt::transpose(fc.weight.value());
-  tg::nn::EmbeddingBag bag = tg::nn::EmbeddingBag::from_pretrained(
-      table, {.mode = tg::nn::EmbeddingBagMode::sum}, /*freeze=*/false);
+  tg::nn::EmbeddingBag bag =
+      tg::nn::EmbeddingBag::from_pretrained(table, {.mode = tg::nn::EmbeddingBagMode::sum}, /*freeze=*/false);
   std::printf("linear weight %s, bag weight %s\n", tg::shape_str(fc.weight.shape()).c_str(),
               tg::shape_str(bag.weight.shape()).c_str());
 
@@ -71,11 +71,12 @@ int main() {
   // scales only the nnz looked-up rows (nnz * dim).
   const std::size_t linear_mults = fc.in_features() * fc.out_features();
   const std::size_t bag_mults = nnz * bag.embedding_dim();
-  const std::size_t linear_bytes = fc.weight.numel() * sizeof(float);        // the whole matrix
+  const std::size_t linear_bytes = fc.weight.numel() * sizeof(float);       // the whole matrix
   const std::size_t bag_bytes = nnz * bag.embedding_dim() * sizeof(float);  // nnz rows of it
   const std::size_t by_zero = (vocab - nnz) * dim;  // the input's zeros times their weights
-  std::printf("linear: %zu multiplications (in %zu x out %zu, %zu of them by zero), %zu bytes of weights read\n",
-              linear_mults, fc.in_features(), fc.out_features(), by_zero, linear_bytes);
+  std::printf(
+      "linear: %zu multiplications (in %zu x out %zu, %zu of them by zero), %zu bytes of weights read\n",
+      linear_mults, fc.in_features(), fc.out_features(), by_zero, linear_bytes);
   std::printf("bag:    %zu multiplications (nnz %zu x dim %zu), %zu bytes of weights read\n", bag_mults, nnz,
               bag.embedding_dim(), bag_bytes);
 

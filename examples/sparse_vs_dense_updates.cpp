@@ -64,8 +64,8 @@ int main() {
                     set_str(changed).c_str(), grad_bytes, sparse ? "rows + values" : "the full table");
       }
       // Lazy or not, Adam keeps m and v for every row of the table.
-      std::printf("%-4s %-6s optimizer state: %zu bytes\n\n", optimizer_name.c_str(), sparse ? "sparse" : "dense",
-                  optimizer->state_bytes());
+      std::printf("%-4s %-6s optimizer state: %zu bytes\n\n", optimizer_name.c_str(),
+                  sparse ? "sparse" : "dense", optimizer->state_bytes());
     }
   }
 

@@ -23,7 +23,8 @@ float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm, float n
     if (p.grad().empty()) continue;
     auto [x, n] = grad_values(p.grad_mut());
     for (std::size_t i = 0; i < n; ++i)
-      acc = inf ? std::max(acc, double(std::abs(x[i]))) : acc + std::pow(std::abs(double(x[i])), double(norm_type));
+      acc = inf ? std::max(acc, double(std::abs(x[i])))
+                : acc + std::pow(std::abs(double(x[i])), double(norm_type));
   }
   const double total = inf ? acc : std::pow(acc, 1.0 / norm_type);
   const double coef = max_norm / (total + 1e-6);

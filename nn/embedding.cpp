@@ -49,7 +49,8 @@ Tensor make_weight(std::size_t num, std::size_t dim, std::optional<int64_t> padd
 
 void check_pretrained(const char* layer, const Array& weight) {
   if (weight.dimension() != 2)
-    throw std::invalid_argument(std::string(layer) + "::from_pretrained: weight must be 2-D [num, dim]; got " +
+    throw std::invalid_argument(std::string(layer) +
+                                "::from_pretrained: weight must be 2-D [num, dim]; got " +
                                 shape_str(Shape(weight.shape().begin(), weight.shape().end())));
 }
 
@@ -117,8 +118,10 @@ SparseRows weight_grad(const Plan& p, const Array& g, const std::vector<std::siz
 }
 
 void accumulate_weight_grad(Tensor& weight, SparseRows g, bool sparse) {
-  if (sparse) weight.accumulate_grad(std::move(g));
-  else weight.accumulate_grad(g.to_dense());  // the [num, dim] gradient, for comparison
+  if (sparse)
+    weight.accumulate_grad(std::move(g));
+  else
+    weight.accumulate_grad(g.to_dense());  // the [num, dim] gradient, for comparison
 }
 
 }  // namespace
@@ -130,7 +133,8 @@ Embedding::Embedding(std::size_t num_embeddings, std::size_t embedding_dim, Embe
     : options_(std::move(options)) {
   options_.padding_idx = normalize_padding("Embedding", options_.padding_idx, num_embeddings);
   check_norm_type("Embedding", options_.norm_type);
-  weight = register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
+  weight =
+      register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
 }
 
 Embedding::Embedding(Array w, EmbeddingOptions options, bool requires_grad) : options_(std::move(options)) {
@@ -160,11 +164,11 @@ Tensor Embedding::forward(const Indices& input) {
   for (std::size_t k = 0; k < p.index.size(); ++k)
     p.bag_of.push_back(is_padding(p.index[k], options_.padding_idx) ? skip : k);
   p.coef.assign(p.index.size(), 1.0f);
-  return record("embedding", std::move(out), {weight},
-                [p = std::move(p), sparse = options_.sparse](const Array& g, const Array&,
-                                                             std::vector<Tensor>& in) {
-                  accumulate_weight_grad(in[0], weight_grad(p, g, nullptr), sparse);
-                });
+  return record(
+      "embedding", std::move(out), {weight},
+      [p = std::move(p), sparse = options_.sparse](const Array& g, const Array&, std::vector<Tensor>& in) {
+        accumulate_weight_grad(in[0], weight_grad(p, g, nullptr), sparse);
+      });
 }
 
 // --------------------------------------------------------------- EmbeddingBag
@@ -175,12 +179,15 @@ const char* mode_name(EmbeddingBagMode m) {
   return m == EmbeddingBagMode::sum ? "sum" : m == EmbeddingBagMode::mean ? "mean" : "max";
 }
 
-Shape shape_of(const Indices& a) { return Shape(a.shape().begin(), a.shape().end()); }
+Shape shape_of(const Indices& a) {
+  return Shape(a.shape().begin(), a.shape().end());
+}
 
 void check_per_sample_weights(EmbeddingBagMode mode, const Tensor& w, const Shape& input_shape) {
   if (mode != EmbeddingBagMode::sum)
     throw std::invalid_argument(std::string("EmbeddingBag: per_sample_weights are only supported for mode "
-                                            "'sum' (got '") + mode_name(mode) + "')");
+                                            "'sum' (got '") +
+                                mode_name(mode) + "')");
   if (w.shape() != input_shape)
     throw std::invalid_argument("EmbeddingBag: per_sample_weights of shape " + shape_str(w.shape()) +
                                 " for input of shape " + shape_str(input_shape));
@@ -190,7 +197,8 @@ void check_per_sample_weights(EmbeddingBagMode mode, const Tensor& w, const Shap
 // Checks PyTorch's rules: starts at 0, never decreases, stays within the input.
 std::vector<std::size_t> bag_starts(const Indices& offsets, std::size_t n, bool include_last_offset) {
   if (offsets.dimension() != 1)
-    throw std::invalid_argument("EmbeddingBag: offsets must be 1-D; got shape " + shape_str(shape_of(offsets)));
+    throw std::invalid_argument("EmbeddingBag: offsets must be 1-D; got shape " +
+                                shape_str(shape_of(offsets)));
   if (include_last_offset && offsets.size() == 0)
     throw std::invalid_argument("EmbeddingBag: include_last_offset needs at least one offset");
   if (offsets.size() > 0 && offsets(0) != 0)
@@ -207,18 +215,20 @@ std::vector<std::size_t> bag_starts(const Indices& offsets, std::size_t n, bool 
                               " is past the end of the input (" + std::to_string(n) + " indices)");
     starts.push_back(static_cast<std::size_t>(o));
   }
-  if (!include_last_offset) starts.push_back(n);  // the last bag runs to the end
+  if (!include_last_offset)
+    starts.push_back(n);  // the last bag runs to the end
   else if (starts.back() != n)
-    throw std::invalid_argument("EmbeddingBag: with include_last_offset, the last offset must be the "
-                                "input's length " + std::to_string(n) + "; got " +
-                                std::to_string(starts.back()));
+    throw std::invalid_argument(
+        "EmbeddingBag: with include_last_offset, the last offset must be the "
+        "input's length " +
+        std::to_string(n) + "; got " + std::to_string(starts.back()));
   return starts;
 }
 
 // The Plan of a bag layer: which bag each entry adds to, with what factor.
 Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts,
-              const std::optional<Tensor>& per_sample_weights, const EmbeddingBagOptions& o,
-              std::size_t num, std::size_t dim) {
+              const std::optional<Tensor>& per_sample_weights, const EmbeddingBagOptions& o, std::size_t num,
+              std::size_t dim) {
   Plan p{std::move(index), {}, {}, num, dim};
   p.bag_of.assign(p.index.size(), skip);
   p.coef.assign(p.index.size(), 0.0f);
@@ -231,8 +241,10 @@ Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts
       }
     for (std::size_t k = starts[b]; k < starts[b + 1]; ++k) {
       if (p.bag_of[k] == skip) continue;
-      if (o.mode == EmbeddingBagMode::mean) p.coef[k] = 1.0f / static_cast<float>(count);
-      else p.coef[k] = per_sample_weights ? per_sample_weights->value().data()[k] : 1.0f;
+      if (o.mode == EmbeddingBagMode::mean)
+        p.coef[k] = 1.0f / static_cast<float>(count);
+      else
+        p.coef[k] = per_sample_weights ? per_sample_weights->value().data()[k] : 1.0f;
     }
   }
   return p;
@@ -289,7 +301,8 @@ EmbeddingBag::EmbeddingBag(std::size_t num_embeddings, std::size_t embedding_dim
     : options_(std::move(options)) {
   options_.padding_idx = normalize_padding("EmbeddingBag", options_.padding_idx, num_embeddings);
   check_norm_type("EmbeddingBag", options_.norm_type);
-  weight = register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
+  weight =
+      register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
 }
 
 EmbeddingBag::EmbeddingBag(Array w, EmbeddingBagOptions options, bool requires_grad)
@@ -312,7 +325,8 @@ Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
   std::vector<std::size_t> starts = bag_starts(offsets, input.size(), options_.include_last_offset);
   check_indices("EmbeddingBag", input, num_embeddings());
   if (per_sample_weights) check_per_sample_weights(options_.mode, *per_sample_weights, shape_of(input));
-  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts), per_sample_weights);
+  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts),
+                      per_sample_weights);
 }
 
 Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& per_sample_weights) {
@@ -324,15 +338,16 @@ Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& 
   const std::size_t bags = input.shape()[0], n = input.shape()[1];
   std::vector<std::size_t> starts;
   for (std::size_t b = 0; b <= bags; ++b) starts.push_back(b * n);
-  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts), per_sample_weights);
+  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts),
+                      per_sample_weights);
 }
 
 Tensor EmbeddingBag::forward(const CsrInput& batch) {
   const std::size_t n = batch.indices.size();
   if (batch.indptr.empty() || static_cast<uint64_t>(batch.indptr.back()) != n)
-    throw std::invalid_argument("EmbeddingBag: CSR indptr must end at the number of indices (" +
-                                std::to_string(n) + "); got " +
-                                (batch.indptr.empty() ? "an empty indptr" : std::to_string(batch.indptr.back())));
+    throw std::invalid_argument(
+        "EmbeddingBag: CSR indptr must end at the number of indices (" + std::to_string(n) + "); got " +
+        (batch.indptr.empty() ? "an empty indptr" : std::to_string(batch.indptr.back())));
   Indices indptr = xt::adapt(batch.indptr, {batch.indptr.size()});
   std::vector<std::size_t> starts = bag_starts(indptr, n, /*include_last_offset=*/true);
   Indices indices = xt::adapt(batch.indices, {n});
@@ -341,8 +356,8 @@ Tensor EmbeddingBag::forward(const CsrInput& batch) {
   if (!batch.values.empty()) {
     if (options_.mode != EmbeddingBagMode::sum)
       throw std::invalid_argument(std::string("EmbeddingBag: CSR values act as per-sample weights, only "
-                                              "supported for mode 'sum' (got '") + mode_name(options_.mode) +
-                                  "'); pass empty values for plain bags");
+                                              "supported for mode 'sum' (got '") +
+                                  mode_name(options_.mode) + "'); pass empty values for plain bags");
     if (batch.values.size() != n)
       throw std::invalid_argument("EmbeddingBag: CSR has " + std::to_string(batch.values.size()) +
                                   " values for " + std::to_string(n) + " indices");
@@ -355,7 +370,8 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
                                   const std::optional<Tensor>& per_sample_weights) {
   if (options_.max_norm) renorm_rows(weight.data(), index, *options_.max_norm, options_.norm_type);
   const std::size_t bags = starts.size() - 1;
-  Plan p = bag_plan(std::move(index), starts, per_sample_weights, options_, num_embeddings(), embedding_dim());
+  Plan p =
+      bag_plan(std::move(index), starts, per_sample_weights, options_, num_embeddings(), embedding_dim());
   const bool max_mode = options_.mode == EmbeddingBagMode::max;
   std::vector<std::size_t> argmax;
   Array out = max_mode ? bag_max(p, weight.value(), bags, argmax) : bag_sum(p, weight.value(), bags);

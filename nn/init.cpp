@@ -15,8 +15,7 @@ Tensor uniform_(Tensor t, float low, float high, Generator& gen) {
 }
 
 Tensor normal_(Tensor t, float mean, float std, Generator& gen) {
-  if (!(std >= 0.0f))
-    throw std::invalid_argument("normal_: std " + std::to_string(std) + " is negative");
+  if (!(std >= 0.0f)) throw std::invalid_argument("normal_: std " + std::to_string(std) + " is negative");
   std::normal_distribution<float> dist(mean, std);
   for (float& x : t.data()) x = std == 0.0f ? mean : dist(gen);
   return t;
@@ -30,8 +29,7 @@ Tensor zeros_(Tensor t) {
 std::size_t fan_in(const Tensor& t) {
   const Shape s = t.shape();
   if (s.size() < 2)
-    throw std::invalid_argument("fan_in: needs a tensor with at least 2 dims; got shape " +
-                                shape_str(s));
+    throw std::invalid_argument("fan_in: needs a tensor with at least 2 dims; got shape " + shape_str(s));
   std::size_t fan = s[1];
   for (std::size_t i = 2; i < s.size(); ++i) fan *= s[i];  // conv kernels: the receptive field
   return fan;

@@ -22,6 +22,8 @@ void Linear::reset_parameters(Generator& gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const { return tg::linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return tg::linear(x, weight, bias);
+}
 
 }  // namespace tg::nn

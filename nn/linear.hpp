@@ -29,7 +29,7 @@ class Linear : public Module {
   std::size_t in_features() const { return weight.shape()[1]; }
   std::size_t out_features() const { return weight.shape()[0]; }
 
-  Tensor weight;              // [out, in]
+  Tensor weight;               // [out, in]
   std::optional<Tensor> bias;  // [out], or none when built with bias = false
 };
 

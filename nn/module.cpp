@@ -98,8 +98,12 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     if (auto it = state.find(name); it != state.end()) t.copy_(it->second);
 }
 
-void Module::save(const std::string& path) const { save_safetensors(path, state_dict()); }
+void Module::save(const std::string& path) const {
+  save_safetensors(path, state_dict());
+}
 
-void Module::load(const std::string& path) { load_state_dict(load_safetensors(path)); }
+void Module::load(const std::string& path) {
+  load_state_dict(load_safetensors(path));
+}
 
 }  // namespace tg::nn

@@ -104,20 +104,22 @@ Entry parse_entry(const std::string& name, const json& j, uint64_t data_size, co
   // Element count, saturating instead of overflowing on absurd shapes.
   uint64_t count = 1;
   for (std::size_t d : e.shape)
-    count = (d != 0 && count > std::numeric_limits<uint64_t>::max() / d) ? std::numeric_limits<uint64_t>::max()
-                                                                         : count * d;
+    count = (d != 0 && count > std::numeric_limits<uint64_t>::max() / d)
+                ? std::numeric_limits<uint64_t>::max()
+                : count * d;
   const uint64_t bytes = e.end - e.begin;
   if (count > bytes / 4 || count * 4 != bytes)
-    fail(path, where + ": shape " + shape_str(e.shape) + " of F32 does not fit its " + offsets_str(e) +
-                   " (" + std::to_string(bytes) + " bytes)");
+    fail(path, where + ": shape " + shape_str(e.shape) + " of F32 does not fit its " + offsets_str(e) + " (" +
+                   std::to_string(bytes) + " bytes)");
   return e;
 }
 
 // The data ranges must tile the data section: no overlap (two tensors sharing
 // bytes), no gap, nothing left over, as the reference implementation requires.
 void check_tiling(std::vector<Entry> entries, uint64_t data_size, const std::string& path) {
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
   uint64_t pos = 0;
   const Entry* previous = nullptr;
   for (const Entry& e : entries) {
@@ -163,8 +165,10 @@ Header read_header(std::ifstream& in, const std::string& path) {
   const uint64_t data_size = file_size - h.data_start;
   const json j = parse_header_json(text, path);
   for (const auto& [name, value] : j.items()) {
-    if (name == "__metadata__") h.metadata = parse_metadata(value, path);
-    else h.entries.push_back(parse_entry(name, value, data_size, path));
+    if (name == "__metadata__")
+      h.metadata = parse_metadata(value, path);
+    else
+      h.entries.push_back(parse_entry(name, value, data_size, path));
   }
   check_tiling(h.entries, data_size, path);
   return h;
@@ -228,7 +232,8 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
     out.write(len, 8);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     for (const auto& [name, a] : tensors)
-      out.write(reinterpret_cast<const char*>(a.data()), static_cast<std::streamsize>(a.size() * sizeof(float)));
+      out.write(reinterpret_cast<const char*>(a.data()),
+                static_cast<std::streamsize>(a.size() * sizeof(float)));
     out.close();  // flushes; a full disk shows up here at the latest
     if (out.fail()) {
       std::remove(tmp.c_str());

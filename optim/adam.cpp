@@ -12,10 +12,8 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options)
       options_(options),
       state_(params_.size()) {
   const AdamOptions& o = options_;
-  if (!(o.lr >= 0))
-    throw std::invalid_argument(name_ + ": invalid learning rate " + std::to_string(o.lr));
-  if (!(o.eps >= 0))
-    throw std::invalid_argument(name_ + ": invalid epsilon " + std::to_string(o.eps));
+  if (!(o.lr >= 0)) throw std::invalid_argument(name_ + ": invalid learning rate " + std::to_string(o.lr));
+  if (!(o.eps >= 0)) throw std::invalid_argument(name_ + ": invalid epsilon " + std::to_string(o.eps));
   if (!(o.betas.first >= 0 && o.betas.first < 1))
     throw std::invalid_argument(name_ + ": invalid beta parameter at index 0: " +
                                 std::to_string(o.betas.first) + " (must be in [0, 1))");
@@ -23,8 +21,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     throw std::invalid_argument(name_ + ": invalid beta parameter at index 1: " +
                                 std::to_string(o.betas.second) + " (must be in [0, 1))");
   if (!(o.weight_decay >= 0))
-    throw std::invalid_argument(name_ + ": invalid weight_decay " +
-                                std::to_string(o.weight_decay));
+    throw std::invalid_argument(name_ + ": invalid weight_decay " + std::to_string(o.weight_decay));
 }
 
 void Adam::step() {
@@ -66,8 +63,10 @@ void Adam::step() {
       float* vmax = o.amsgrad ? state.max_exp_avg_sq.data() + r * cols : nullptr;
       for (std::size_t c = 0; c < cols; ++c) {
         float g = g_row[c];
-        if (decoupled) p[c] *= decay;
-        else g += weight_decay * p[c];
+        if (decoupled)
+          p[c] *= decay;
+        else
+          g += weight_decay * p[c];
         m[c] = b1 * m[c] + one_minus_b1 * g;
         v[c] = b2 * v[c] + one_minus_b2 * g * g;
         float v_used = v[c];

@@ -7,16 +7,14 @@ namespace tg::optim {
 Optimizer::Optimizer(std::vector<Tensor> params, std::string name)
     : params_(std::move(params)), name_(std::move(name)) {
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const std::string which = name_ + ": parameter " + std::to_string(i) + " (shape " +
-                              shape_str(params_[i].shape()) + ")";
+    const std::string which =
+        name_ + ": parameter " + std::to_string(i) + " (shape " + shape_str(params_[i].shape()) + ")";
     if (!params_[i].is_leaf())
       throw std::invalid_argument(which + " is not a leaf; optimize the tensors you created");
-    if (!params_[i].requires_grad())
-      throw std::invalid_argument(which + " does not require grad");
+    if (!params_[i].requires_grad()) throw std::invalid_argument(which + " does not require grad");
     for (std::size_t j = 0; j < i; ++j)
       if (params_[i].is_same(params_[j]))
-        throw std::invalid_argument(which + " is the same tensor as parameter " +
-                                    std::to_string(j));
+        throw std::invalid_argument(which + " is the same tensor as parameter " + std::to_string(j));
   }
 }
 

@@ -11,8 +11,7 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
   if (!(o.lr >= 0))  // also catches the unset (NaN) default
     throw std::invalid_argument("SGD: invalid learning rate " + std::to_string(o.lr) +
                                 " (lr is required and must be >= 0)");
-  if (o.momentum < 0)
-    throw std::invalid_argument("SGD: invalid momentum " + std::to_string(o.momentum));
+  if (o.momentum < 0) throw std::invalid_argument("SGD: invalid momentum " + std::to_string(o.momentum));
   if (o.weight_decay < 0)
     throw std::invalid_argument("SGD: invalid weight_decay " + std::to_string(o.weight_decay));
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))

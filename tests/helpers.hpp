@@ -120,8 +120,8 @@ inline bool allclose(const Array& a, const Array& b, double rtol = 1e-5, double 
 }  // namespace tg::test
 
 // CHECK_ALLCLOSE(a, b[, rtol[, atol]]): on failure prints the first differing element.
-#define CHECK_ALLCLOSE(a, b, ...)                                                      \
-  do {                                                                                 \
-    std::string why_ = ::tg::test::mismatch((a), (b) __VA_OPT__(, ) __VA_ARGS__);      \
-    CHECK_MESSAGE(why_.empty(), #a " vs " #b ": " << why_);                            \
+#define CHECK_ALLCLOSE(a, b, ...)                                                \
+  do {                                                                           \
+    std::string why_ = ::tg::test::mismatch((a), (b)__VA_OPT__(, ) __VA_ARGS__); \
+    CHECK_MESSAGE(why_.empty(), #a " vs " #b ": " << why_);                      \
   } while (0)

@@ -47,13 +47,20 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
     const std::string v = argv[++i];
-    if (a == "--steps") o.steps = std::stoul(v);
-    else if (a == "--eval-every") o.eval_every = std::max<std::size_t>(1, std::stoul(v));
-    else if (a == "--batch") o.batch = std::max<std::size_t>(1, std::stoul(v));
-    else if (a == "--dim") o.dim = std::max<std::size_t>(1, std::stoul(v));
-    else if (a == "--max-growth") o.max_growth = std::stod(v);
-    else if (a == "--data") o.data = v;
-    else throw std::invalid_argument("unknown option " + a);
+    if (a == "--steps")
+      o.steps = std::stoul(v);
+    else if (a == "--eval-every")
+      o.eval_every = std::max<std::size_t>(1, std::stoul(v));
+    else if (a == "--batch")
+      o.batch = std::max<std::size_t>(1, std::stoul(v));
+    else if (a == "--dim")
+      o.dim = std::max<std::size_t>(1, std::stoul(v));
+    else if (a == "--max-growth")
+      o.max_growth = std::stod(v);
+    else if (a == "--data")
+      o.data = v;
+    else
+      throw std::invalid_argument("unknown option " + a);
   }
   return o;
 }
@@ -73,8 +80,9 @@ struct Model : tg::nn::Module {
   std::shared_ptr<tg::nn::Linear> proj, head;
   Model(bool embedding, std::size_t vocab, std::size_t dim, tg::Generator& gen) {
     if (embedding)
-      bag = register_module("bag", std::make_shared<tg::nn::EmbeddingBag>(
-                                       vocab, dim, tg::nn::EmbeddingBagOptions{.mode = tg::nn::EmbeddingBagMode::sum}, gen));
+      bag = register_module(
+          "bag", std::make_shared<tg::nn::EmbeddingBag>(
+                     vocab, dim, tg::nn::EmbeddingBagOptions{.mode = tg::nn::EmbeddingBagMode::sum}, gen));
     else
       proj = register_module("proj", std::make_shared<tg::nn::Linear>(vocab, dim, false, gen));
     head = register_module("head", std::make_shared<tg::nn::Linear>(dim, 2, true, gen));
@@ -84,7 +92,8 @@ struct Model : tg::nn::Module {
     }
   }
   Tensor forward(const tg::data::CsrBatch& rows) {
-    if (bag) return head->forward(tg::tanh(bag->forward(tg::nn::CsrInput{rows.indptr, rows.indices, rows.values})));
+    if (bag)
+      return head->forward(tg::tanh(bag->forward(tg::nn::CsrInput{rows.indptr, rows.indices, rows.values})));
     return head->forward(tg::tanh(proj->forward(Tensor(tg::data::to_dense(rows)))));
   }
 };
@@ -115,20 +124,24 @@ int main(int argc, char** argv) try {
       train_tokens, {.min_df = 2, .max_size = 0, .unknown = tg::data::UnknownPolicy::drop});
   const Docs docs = vocab.encode_all(tokens);
   const auto V = static_cast<std::size_t>(vocab.size());
-  const auto rows = [&](const Docs& d) { return tg::data::to_csr(d, vocab.size(), tg::data::CsrValues::binary); };
+  const auto rows = [&](const Docs& d) {
+    return tg::data::to_csr(d, vocab.size(), tg::data::CsrValues::binary);
+  };
 
   tg::Generator gen(0);
   std::vector<std::unique_ptr<Model>> models;
   models.push_back(std::make_unique<Model>(true, V, o.dim, gen));
   models.push_back(std::make_unique<Model>(false, V, o.dim, gen));
   std::vector<std::unique_ptr<tg::optim::Adam>> opts;
-  for (auto& m : models) opts.push_back(std::make_unique<tg::optim::Adam>(m->parameters(), tg::optim::AdamOptions{.lr = 0.01}));
+  for (auto& m : models)
+    opts.push_back(std::make_unique<tg::optim::Adam>(m->parameters(), tg::optim::AdamOptions{.lr = 0.01}));
 
-  std::printf("longrun: %zu documents (%zu train, %zu test), vocabulary %zu, dim %zu, batch %zu, %zu steps, "
-              "evaluation every %zu steps without NoGradGuard\n",
-              corpus.texts.size(), split.train.size(), split.test.size(), V, o.dim, o.batch, o.steps, o.eval_every);
-  std::printf("%7s %12s %12s %10s %10s %10s %8s\n", "step", "loss(bag)", "loss(linear)", "acc(bag)", "acc(linear)",
-              "rss_kib", "slots");
+  std::printf(
+      "longrun: %zu documents (%zu train, %zu test), vocabulary %zu, dim %zu, batch %zu, %zu steps, "
+      "evaluation every %zu steps without NoGradGuard\n",
+      corpus.texts.size(), split.train.size(), split.test.size(), V, o.dim, o.batch, o.steps, o.eval_every);
+  std::printf("%7s %12s %12s %10s %10s %10s %8s\n", "step", "loss(bag)", "loss(linear)", "acc(bag)",
+              "acc(linear)", "rss_kib", "slots");
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int64_t> order;
@@ -174,20 +187,23 @@ int main(int argc, char** argv) try {
     }
     if (step == 100) rss_100 = rss_kib();
     if (step == 1 || step == 100 || step % 1000 == 0 || step == o.steps)
-      std::printf("%7zu %12.4f %12.4f %10.3f %10.3f %10zu %8zu\n", step, last_loss[0], last_loss[1], last_acc[0],
-                  last_acc[1], rss_kib(), max_slots);
+      std::printf("%7zu %12.4f %12.4f %10.3f %10.3f %10zu %8zu\n", step, last_loss[0], last_loss[1],
+                  last_acc[0], last_acc[1], rss_kib(), max_slots);
   }
   const std::size_t rss_end = rss_kib();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("tape: 0 live entries after every step; at most %zu slots (expired entries not yet pruned)\n", max_slots);
-  std::printf("time: %.1f s (%.2f ms per step, both models)\n", seconds, 1000 * seconds / static_cast<double>(o.steps));
+  std::printf("tape: 0 live entries after every step; at most %zu slots (expired entries not yet pruned)\n",
+              max_slots);
+  std::printf("time: %.1f s (%.2f ms per step, both models)\n", seconds,
+              1000 * seconds / static_cast<double>(o.steps));
   if (o.steps < 100) {
     std::printf("RSS: %zu KiB (fewer than 100 steps: no growth measured)\n", rss_end);
     return 0;
   }
-  const double growth = 100.0 * (static_cast<double>(rss_end) - static_cast<double>(rss_100)) / static_cast<double>(rss_100);
-  std::printf("RSS at step 100: %zu KiB; at step %zu: %zu KiB; growth %+.2f%% (limit %.1f%%)\n", rss_100, o.steps,
-              rss_end, growth, o.max_growth);
+  const double growth =
+      100.0 * (static_cast<double>(rss_end) - static_cast<double>(rss_100)) / static_cast<double>(rss_100);
+  std::printf("RSS at step 100: %zu KiB; at step %zu: %zu KiB; growth %+.2f%% (limit %.1f%%)\n", rss_100,
+              o.steps, rss_end, growth, o.max_growth);
   return growth > o.max_growth ? 1 : 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "longrun: %s\n", e.what());

@@ -30,76 +30,74 @@ const std::string source_dir = TAPEGRAD_SOURCE_DIR;
 // A file in the temp directory holding `content`, removed when the test ends.
 // The process id in the name keeps two test runs at once from sharing files.
 class TempFile {
-public:
-    explicit TempFile(const std::string& content, const std::string& name = "file.txt") {
-        static int counter = 0;
-        path_ = (std::filesystem::temp_directory_path() /
-                 ("tapegrad_test_data_" + std::to_string(::getpid()) + "_" +
-                  std::to_string(counter++) + "_" + name))
-                    .string();
-        std::ofstream out(path_, std::ios::binary);
-        out << content;
-    }
-    ~TempFile() { std::filesystem::remove(path_); }
-    TempFile(const TempFile&) = delete;
-    TempFile& operator=(const TempFile&) = delete;
-    const std::string& path() const { return path_; }
+ public:
+  explicit TempFile(const std::string& content, const std::string& name = "file.txt") {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() / ("tapegrad_test_data_" + std::to_string(::getpid()) +
+                                                       "_" + std::to_string(counter++) + "_" + name))
+                .string();
+    std::ofstream out(path_, std::ios::binary);
+    out << content;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
 
-private:
-    std::string path_;
+ private:
+  std::string path_;
 };
 
 std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream content;
-    content << in.rdbuf();
-    return content.str();
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
 }
 
 // The line number a FileError carries, or -1 when the call does not throw one.
 template <typename F>
 std::int64_t error_line(F&& call) {
-    try {
-        call();
-    } catch (const FileError& e) {
-        return e.line();
-    }
-    return -1;
+  try {
+    call();
+  } catch (const FileError& e) {
+    return e.line();
+  }
+  return -1;
 }
 
 }  // namespace
 
 TEST_SUITE("data") {
+  // ---------------------------------------------------------------- tokenizer
 
-// ---------------------------------------------------------------- tokenizer
-
-TEST_CASE("tokenize: lower-cased runs of letters and digits") {
+  TEST_CASE("tokenize: lower-cased runs of letters and digits") {
     CHECK(tokenize("Hello, World! 42 times") == Strings{"hello", "world", "42", "times"});
     CHECK(tokenize("abc123def 4x4 under_score") == Strings{"abc123def", "4x4", "under", "score"});
     CHECK(tokenize("FREE free Free") == Strings{"free", "free", "free"});
-}
+  }
 
-TEST_CASE("tokenize: empty text and text of separators only give no tokens") {
+  TEST_CASE("tokenize: empty text and text of separators only give no tokens") {
     CHECK(tokenize("").empty());
     CHECK(tokenize(" \t\r\n,.;:!?-_()[]{}<>@#$%^&*~`'\"/\\|").empty());
-}
+  }
 
-TEST_CASE("tokenize: keep_case keeps upper-case letters") {
+  TEST_CASE("tokenize: keep_case keeps upper-case letters") {
     TokenizerOptions options;
     options.keep_case = true;
     CHECK(tokenize("Hello WORLD x", options) == Strings{"Hello", "WORLD", "x"});
-}
+  }
 
-TEST_CASE("tokenize: tokens outside [min_length, max_length] are dropped, not cut") {
+  TEST_CASE("tokenize: tokens outside [min_length, max_length] are dropped, not cut") {
     TokenizerOptions options;
     options.min_length = 2;
     options.max_length = 4;
     CHECK(tokenize("a bb ccc dddd eeeee 12345 99", options) == Strings{"bb", "ccc", "dddd", "99"});
     // The default max_length drops a 33-character run but keeps a 32-character one.
     CHECK(tokenize(std::string(32, 'a') + " " + std::string(33, 'b')) == Strings{std::string(32, 'a')});
-}
+  }
 
-TEST_CASE("tokenize: bad length options throw std::invalid_argument") {
+  TEST_CASE("tokenize: bad length options throw std::invalid_argument") {
     TokenizerOptions zero;
     zero.min_length = 0;
     CHECK_THROWS_WITH_AS(tokenize("x", zero),
@@ -109,61 +107,62 @@ TEST_CASE("tokenize: bad length options throw std::invalid_argument") {
     reversed.min_length = 5;
     reversed.max_length = 4;
     CHECK_THROWS_AS(tokenize("x", reversed), std::invalid_argument);
-}
+  }
 
-TEST_CASE("tokenize: bytes >= 0x80, valid UTF-8 or not, separate tokens") {
+  TEST_CASE("tokenize: bytes >= 0x80, valid UTF-8 or not, separate tokens") {
     CHECK(tokenize("caf\xC3\xA9 ok") == Strings{"caf", "ok"});
     CHECK(tokenize("\xFF\xFE").empty());
-    CHECK(tokenize("ab\xFF" "cd") == Strings{"ab", "cd"});
+    CHECK(tokenize("ab\xFF"
+                   "cd") == Strings{"ab", "cd"});
     // A multi-byte sequence cut off at the very end of the text.
     CHECK(tokenize("abc\xE2\x82") == Strings{"abc"});
-    CHECK(tokenize("\xF0\x9F\x98") .empty());
+    CHECK(tokenize("\xF0\x9F\x98").empty());
     CHECK(tokenize("x\x80") == Strings{"x"});
     // An embedded NUL is a separator like any other byte.
     CHECK(tokenize(std::string_view("a\0b", 3)) == Strings{"a", "b"});
-}
+  }
 
-TEST_CASE("tokenize_all: one token list per text") {
+  TEST_CASE("tokenize_all: one token list per text") {
     CHECK(tokenize_all({"Hi there", "", "FREE!!"}) == std::vector<Strings>{{"hi", "there"}, {}, {"free"}});
-}
+  }
 
-TEST_CASE("tokenize: every byte value at once") {
+  TEST_CASE("tokenize: every byte value at once") {
     std::string all;
     for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
     // The only runs are the digits, 'A'..'Z' (lower-cased) and 'a'..'z'.
-    CHECK(tokenize(all) ==
-          Strings{"0123456789", "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz"});
-}
+    CHECK(tokenize(all) == Strings{"0123456789", "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz"});
+  }
 
-TEST_CASE("valid_utf8: well-formed text") {
+  TEST_CASE("valid_utf8: well-formed text") {
     CHECK(valid_utf8(""));
     CHECK(valid_utf8("plain ascii"));
     CHECK(valid_utf8("caf\xC3\xA9"));
-    CHECK(valid_utf8("\xE2\x82\xAC"));        // U+20AC euro sign
-    CHECK(valid_utf8("\xF0\x9F\x98\x80"));    // U+1F600, four bytes
-    CHECK(valid_utf8("\xF4\x8F\xBF\xBF"));    // U+10FFFF, the last code point
+    CHECK(valid_utf8("\xE2\x82\xAC"));      // U+20AC euro sign
+    CHECK(valid_utf8("\xF0\x9F\x98\x80"));  // U+1F600, four bytes
+    CHECK(valid_utf8("\xF4\x8F\xBF\xBF"));  // U+10FFFF, the last code point
     CHECK(valid_utf8(std::string_view("\0", 1)));
-}
+  }
 
-TEST_CASE("valid_utf8: malformed text") {
+  TEST_CASE("valid_utf8: malformed text") {
     CHECK_FALSE(valid_utf8("\xFF\xFE"));
-    CHECK_FALSE(valid_utf8("\x80"));               // continuation byte with no lead
-    CHECK_FALSE(valid_utf8("\xC3"));               // truncated 2-byte sequence
-    CHECK_FALSE(valid_utf8("abc\xE2\x82"));        // truncated 3-byte sequence at the end
-    CHECK_FALSE(valid_utf8("\xF0\x9F\x98"));       // truncated 4-byte sequence
-    CHECK_FALSE(valid_utf8("\xC3(x"));             // lead byte followed by ASCII
-    CHECK_FALSE(valid_utf8("\xC0\xAF"));           // overlong '/'
-    CHECK_FALSE(valid_utf8("\xE0\x80\xAF"));       // overlong '/', 3 bytes
-    CHECK_FALSE(valid_utf8("\xED\xA0\x80"));       // U+D800, a surrogate
-    CHECK_FALSE(valid_utf8("\xF4\x90\x80\x80"));   // U+110000, past the last code point
-    CHECK(first_invalid_utf8("ab\xFF" "cd") == 2);
+    CHECK_FALSE(valid_utf8("\x80"));              // continuation byte with no lead
+    CHECK_FALSE(valid_utf8("\xC3"));              // truncated 2-byte sequence
+    CHECK_FALSE(valid_utf8("abc\xE2\x82"));       // truncated 3-byte sequence at the end
+    CHECK_FALSE(valid_utf8("\xF0\x9F\x98"));      // truncated 4-byte sequence
+    CHECK_FALSE(valid_utf8("\xC3(x"));            // lead byte followed by ASCII
+    CHECK_FALSE(valid_utf8("\xC0\xAF"));          // overlong '/'
+    CHECK_FALSE(valid_utf8("\xE0\x80\xAF"));      // overlong '/', 3 bytes
+    CHECK_FALSE(valid_utf8("\xED\xA0\x80"));      // U+D800, a surrogate
+    CHECK_FALSE(valid_utf8("\xF4\x90\x80\x80"));  // U+110000, past the last code point
+    CHECK(first_invalid_utf8("ab\xFF"
+                             "cd") == 2);
     CHECK(first_invalid_utf8("caf\xC3\xA9\xC3") == 5);
     CHECK(first_invalid_utf8("fine") == 4);
-}
+  }
 
-// ---------------------------------------------------------------- vocabulary
+  // ---------------------------------------------------------------- vocabulary
 
-TEST_CASE("Vocabulary: ids by document frequency, <unk> first") {
+  TEST_CASE("Vocabulary: ids by document frequency, <unk> first") {
     // Document frequencies: a 3, c 2, b 1. "a" twice in one document counts once.
     std::vector<Strings> docs = {{"b", "a", "a"}, {"a", "c"}, {"c", "a"}};
     Vocabulary vocab = Vocabulary::build(docs);
@@ -176,9 +175,9 @@ TEST_CASE("Vocabulary: ids by document frequency, <unk> first") {
     CHECK_FALSE(vocab.find("zzz").has_value());
     CHECK(vocab.encode({"b", "zzz", "a"}) == Ids{3, 0, 1});
     CHECK(vocab.encode_all({{"c"}, {}, {"zzz", "b"}}) == std::vector<Ids>{{2}, {}, {0, 3}});
-}
+  }
 
-TEST_CASE("Vocabulary: min_df drops rare tokens") {
+  TEST_CASE("Vocabulary: min_df drops rare tokens") {
     std::vector<Strings> docs = {{"b", "a", "a"}, {"a", "c"}, {"c", "a"}};
     VocabularyOptions options;
     options.min_df = 2;
@@ -188,9 +187,9 @@ TEST_CASE("Vocabulary: min_df drops rare tokens") {
     CHECK(vocab.encode({"b", "a", "c"}) == Ids{0, 1, 2});
     options.min_df = 4;
     CHECK(Vocabulary::build(docs, options).size() == 1);  // only <unk>
-}
+  }
 
-TEST_CASE("Vocabulary: the drop policy leaves unknown tokens out") {
+  TEST_CASE("Vocabulary: the drop policy leaves unknown tokens out") {
     std::vector<Strings> docs = {{"b", "a", "a"}, {"a", "c"}, {"c", "a"}};
     VocabularyOptions options;
     options.min_df = 2;
@@ -201,9 +200,9 @@ TEST_CASE("Vocabulary: the drop policy leaves unknown tokens out") {
     CHECK_FALSE(vocab.contains("<unk>"));
     CHECK(vocab.encode({"b", "a", "zzz", "c"}) == Ids{0, 1});
     CHECK(vocab.encode({"zzz"}).empty());
-}
+  }
 
-TEST_CASE("Vocabulary: equal frequencies are ordered by token, max_size keeps the first") {
+  TEST_CASE("Vocabulary: equal frequencies are ordered by token, max_size keeps the first") {
     std::vector<Strings> docs = {{"pear"}, {"apple"}, {"fig"}};
     Vocabulary vocab = Vocabulary::build(docs);
     CHECK(vocab.token(1) == "apple");
@@ -220,16 +219,16 @@ TEST_CASE("Vocabulary: equal frequencies are ordered by token, max_size keeps th
     CHECK(limited.token(2) == "z");
     CHECK(limited.token(3) == "w");
     CHECK_FALSE(limited.contains("x"));
-}
+  }
 
-TEST_CASE("Vocabulary: a literal <unk> in the documents does not get a second id") {
+  TEST_CASE("Vocabulary: a literal <unk> in the documents does not get a second id") {
     std::vector<Strings> docs = {{"<unk>", "a"}, {"<unk>"}};
     Vocabulary vocab = Vocabulary::build(docs);
     CHECK(vocab.size() == 2);
     CHECK(vocab.find("<unk>") == 0);
-}
+  }
 
-TEST_CASE("Vocabulary: bad arguments throw") {
+  TEST_CASE("Vocabulary: bad arguments throw") {
     std::vector<Strings> docs = {{"a"}};
     VocabularyOptions options;
     options.min_df = 0;
@@ -245,43 +244,44 @@ TEST_CASE("Vocabulary: bad arguments throw") {
     Vocabulary vocab = Vocabulary::build(docs);
     CHECK_THROWS_WITH_AS(vocab.token(2), "Vocabulary::token: id 2 outside [0, 2)", std::out_of_range);
     CHECK_THROWS_AS(vocab.token(-1), std::out_of_range);
-}
+  }
 
-TEST_CASE("Vocabulary: save and load round trip") {
+  TEST_CASE("Vocabulary: save and load round trip") {
     std::vector<Strings> docs = {{"spam", "free"}, {"free", "meeting"}, {"free"}};
     for (UnknownPolicy policy : {UnknownPolicy::map_to_unk, UnknownPolicy::drop}) {
-        VocabularyOptions options;
-        options.unknown = policy;
-        Vocabulary vocab = Vocabulary::build(docs, options);
-        TempFile file("", "vocab.txt");
-        vocab.save(file.path());
-        Vocabulary loaded = Vocabulary::load(file.path());
-        CHECK(loaded.unknown_policy() == policy);
-        REQUIRE(loaded.size() == vocab.size());
-        for (std::int64_t id = 0; id < vocab.size(); ++id) CHECK(loaded.token(id) == vocab.token(id));
-        CHECK(loaded.encode({"free", "nope"}) == vocab.encode({"free", "nope"}));
+      VocabularyOptions options;
+      options.unknown = policy;
+      Vocabulary vocab = Vocabulary::build(docs, options);
+      TempFile file("", "vocab.txt");
+      vocab.save(file.path());
+      Vocabulary loaded = Vocabulary::load(file.path());
+      CHECK(loaded.unknown_policy() == policy);
+      REQUIRE(loaded.size() == vocab.size());
+      for (std::int64_t id = 0; id < vocab.size(); ++id) CHECK(loaded.token(id) == vocab.token(id));
+      CHECK(loaded.encode({"free", "nope"}) == vocab.encode({"free", "nope"}));
     }
     VocabularyOptions drop;
     drop.unknown = UnknownPolicy::drop;
     TempFile file("", "vocab.txt");
     Vocabulary::build(docs, drop).save(file.path());
     CHECK(read_file(file.path()) == "tapegrad-vocabulary 1 unknown=drop\nfree\nmeeting\nspam\n");
-}
+  }
 
-TEST_CASE("Vocabulary::load: CRLF line ends are accepted") {
+  TEST_CASE("Vocabulary::load: CRLF line ends are accepted") {
     TempFile file("tapegrad-vocabulary 1 unknown=map_to_unk\r\n<unk>\r\nham\r\nspam\r\n");
     Vocabulary vocab = Vocabulary::load(file.path());
     CHECK(vocab.size() == 3);
     CHECK(vocab.find("spam") == 2);
-}
+  }
 
-TEST_CASE("Vocabulary::load: errors name the file and the line") {
+  TEST_CASE("Vocabulary::load: errors name the file and the line") {
     const std::string header = "tapegrad-vocabulary 1 unknown=map_to_unk\n";
 
     TempFile duplicate(header + "<unk>\nham\nspam\nham\n");
-    CHECK_THROWS_WITH_AS(Vocabulary::load(duplicate.path()),
-                         ("vocabulary: " + duplicate.path() + ":5: duplicate token 'ham' (first on line 3)").c_str(),
-                         FileError);
+    CHECK_THROWS_WITH_AS(
+        Vocabulary::load(duplicate.path()),
+        ("vocabulary: " + duplicate.path() + ":5: duplicate token 'ham' (first on line 3)").c_str(),
+        FileError);
     CHECK(error_line([&] { Vocabulary::load(duplicate.path()); }) == 5);
 
     TempFile empty_token(header + "<unk>\nham\n\nspam\n");
@@ -300,9 +300,10 @@ TEST_CASE("Vocabulary::load: errors name the file and the line") {
     TempFile not_a_vocabulary("ham\nspam\n");
     CHECK(error_line([&] { Vocabulary::load(not_a_vocabulary.path()); }) == 1);
     TempFile future("tapegrad-vocabulary 2 unknown=drop\nham\n");
-    CHECK_THROWS_WITH_AS(Vocabulary::load(future.path()),
-                         ("vocabulary: " + future.path() + ":1: format version '2' is not supported (only 1)").c_str(),
-                         FileError);
+    CHECK_THROWS_WITH_AS(
+        Vocabulary::load(future.path()),
+        ("vocabulary: " + future.path() + ":1: format version '2' is not supported (only 1)").c_str(),
+        FileError);
     TempFile bad_policy("tapegrad-vocabulary 1 unknown=ignore\nham\n");
     CHECK(error_line([&] { Vocabulary::load(bad_policy.path()); }) == 1);
 
@@ -311,11 +312,11 @@ TEST_CASE("Vocabulary::load: errors name the file and the line") {
                          ("vocabulary: " + missing + ": cannot open file for reading").c_str(), FileError);
     // A FileError is a std::runtime_error, so generic handlers catch it too.
     CHECK_THROWS_AS(Vocabulary::load(missing), std::runtime_error);
-}
+  }
 
-// ---------------------------------------------------------------- CSR batches
+  // ---------------------------------------------------------------- CSR batches
 
-TEST_CASE("to_csr: counts, duplicates merged, columns sorted, empty rows") {
+  TEST_CASE("to_csr: counts, duplicates merged, columns sorted, empty rows") {
     std::vector<Ids> docs = {{3, 1, 3, 3}, {}, {0, 2, 2}};
     CsrBatch batch = to_csr(docs, 4);
     CHECK(batch.rows() == 3);
@@ -328,24 +329,24 @@ TEST_CASE("to_csr: counts, duplicates merged, columns sorted, empty rows") {
     CHECK(binary.indptr == batch.indptr);
     CHECK(binary.indices == batch.indices);
     CHECK(binary.values == std::vector<float>{1, 1, 1, 1});
-}
+  }
 
-TEST_CASE("to_csr: no documents give a batch of zero rows") {
+  TEST_CASE("to_csr: no documents give a batch of zero rows") {
     CsrBatch batch = to_csr({}, 5);
     CHECK(batch.rows() == 0);
     CHECK(batch.indptr == Ids{0});
     CHECK(batch.nnz() == 0);
-}
+  }
 
-TEST_CASE("to_csr: ids outside [0, num_cols) throw and name the document") {
+  TEST_CASE("to_csr: ids outside [0, num_cols) throw and name the document") {
     CHECK_THROWS_WITH_AS(to_csr({{0, 1}, {2, 3, 4}}, 4),
                          "to_csr: document 1, position 2: token id 4 outside [0, 4)", std::invalid_argument);
     CHECK_THROWS_AS(to_csr({{-1}}, 4), std::invalid_argument);
     CHECK_THROWS_AS(to_csr({}, -1), std::invalid_argument);
     CHECK_THROWS_AS(to_csr({{0}}, 0), std::invalid_argument);
-}
+  }
 
-TEST_CASE("Tfidf: scikit-learn's smooth idf and l2-normalised rows") {
+  TEST_CASE("Tfidf: scikit-learn's smooth idf and l2-normalised rows") {
     // Counts: doc 0 has column 0 twice and column 1 once; doc 1 has columns 1 and 2.
     std::vector<Ids> train = {{0, 0, 1}, {1, 2}, {}};
     Tfidf tfidf = Tfidf::fit(train, 3);
@@ -367,73 +368,73 @@ TEST_CASE("Tfidf: scikit-learn's smooth idf and l2-normalised rows") {
     // A single-column row normalises to exactly 1 whatever its count.
     CsrBatch single = tfidf.transform(std::vector<Ids>{{2, 2, 2}});
     CHECK(single.values == std::vector<float>{1.0f});
-}
+  }
 
-TEST_CASE("Tfidf: bad input throws") {
+  TEST_CASE("Tfidf: bad input throws") {
     CHECK_THROWS_WITH_AS(Tfidf::fit({}, 3), "Tfidf::fit: no documents to fit on", std::invalid_argument);
     CHECK_THROWS_AS(Tfidf::fit({{5}}, 3), std::invalid_argument);
     Tfidf tfidf = Tfidf::fit({{0, 1}}, 3);
     CHECK_THROWS_WITH_AS(tfidf.transform(to_csr({{0}}, 4)),
                          "Tfidf::transform: batch has 4 columns, the idf was fitted for 3",
                          std::invalid_argument);
-}
+  }
 
-TEST_CASE("to_bags: token ids as they come, order and repeats kept") {
+  TEST_CASE("to_bags: token ids as they come, order and repeats kept") {
     Bags bags = to_bags(std::vector<Ids>{{3, 1, 3}, {}, {2}}, 4);
     CHECK(bags.size() == 3);
     CHECK(bags.indices == Ids{3, 1, 3, 2});
     CHECK(bags.offsets == Ids{0, 3, 3});
     CHECK(bags.per_sample_weights == std::vector<float>{1, 1, 1, 1});
     CHECK_THROWS_AS(to_bags(std::vector<Ids>{{4}}, 4), std::invalid_argument);
-}
+  }
 
-TEST_CASE("to_bags: from a CSR batch, offsets are indptr without its last entry") {
+  TEST_CASE("to_bags: from a CSR batch, offsets are indptr without its last entry") {
     CsrBatch batch = to_csr({{3, 1, 3, 3}, {}, {0, 2, 2}}, 4);
     Bags bags = to_bags(batch);
     CHECK(bags.indices == Ids{1, 3, 0, 2});
     CHECK(bags.offsets == Ids{0, 2, 2});
     CHECK(bags.per_sample_weights == std::vector<float>{1, 3, 1, 2});
-}
+  }
 
-TEST_CASE("to_dense: the CSR matrix with zeros filled in") {
+  TEST_CASE("to_dense: the CSR matrix with zeros filled in") {
     CsrBatch batch = to_csr({{3, 1, 3, 3}, {}, {0, 2, 2}}, 4);
     xt::xarray<float> dense = to_dense(batch);
     REQUIRE(dense.shape().size() == 2);
     CHECK(dense.shape()[0] == 3);
     CHECK(dense.shape()[1] == 4);
     std::vector<float> flat(dense.begin(), dense.end());
-    CHECK(flat == std::vector<float>{0, 1, 0, 3,
-                                     0, 0, 0, 0,
-                                     1, 0, 2, 0});
+    CHECK(flat == std::vector<float>{0, 1, 0, 3, 0, 0, 0, 0, 1, 0, 2, 0});
     CHECK(to_dense(to_csr({}, 4)).size() == 0);
-}
+  }
 
-TEST_CASE("bag sums equal dense rows times an embedding table") {
+  TEST_CASE("bag sums equal dense rows times an embedding table") {
     // What EmbeddingBag(mode="sum") computes from the bags must match the Linear path.
     CsrBatch batch = Tfidf::fit({{0, 0, 1}, {1, 2}}, 3).transform(std::vector<Ids>{{0, 0, 1}, {2}, {}});
     const float table[3][2] = {{1, 2}, {3, 4}, {5, 6}};
     xt::xarray<float> dense = to_dense(batch);
     Bags bags = to_bags(batch);
     for (std::int64_t b = 0; b < bags.size(); ++b) {
-        std::int64_t end = b + 1 < bags.size() ? bags.offsets[b + 1] : static_cast<std::int64_t>(bags.indices.size());
-        for (int d = 0; d < 2; ++d) {
-            float bag_sum = 0, dense_sum = 0;
-            for (std::int64_t k = bags.offsets[b]; k < end; ++k) {
-                bag_sum += bags.per_sample_weights[k] * table[bags.indices[k]][d];
-            }
-            for (std::size_t c = 0; c < 3; ++c) dense_sum += dense(b, c) * table[c][d];
-            CHECK(bag_sum == doctest::Approx(dense_sum));
+      std::int64_t end =
+          b + 1 < bags.size() ? bags.offsets[b + 1] : static_cast<std::int64_t>(bags.indices.size());
+      for (int d = 0; d < 2; ++d) {
+        float bag_sum = 0, dense_sum = 0;
+        for (std::int64_t k = bags.offsets[b]; k < end; ++k) {
+          bag_sum += bags.per_sample_weights[k] * table[bags.indices[k]][d];
         }
+        for (std::size_t c = 0; c < 3; ++c) dense_sum += dense(b, c) * table[c][d];
+        CHECK(bag_sum == doctest::Approx(dense_sum));
+      }
     }
-}
+  }
 
-TEST_CASE("check_csr: every broken layout throws, so hand-made batches are safe") {
+  TEST_CASE("check_csr: every broken layout throws, so hand-made batches are safe") {
     CsrBatch good = to_csr({{1, 2}, {0}}, 3);
     CHECK_NOTHROW(check_csr(good, "test"));
 
     CsrBatch no_indptr = good;
     no_indptr.indptr.clear();
-    CHECK_THROWS_WITH_AS(to_dense(no_indptr), "to_dense: bad CSR batch: indptr is empty (it needs rows + 1 entries)",
+    CHECK_THROWS_WITH_AS(to_dense(no_indptr),
+                         "to_dense: bad CSR batch: indptr is empty (it needs rows + 1 entries)",
                          std::invalid_argument);
     CsrBatch bad_start = good;
     bad_start.indptr[0] = 1;
@@ -443,7 +444,8 @@ TEST_CASE("check_csr: every broken layout throws, so hand-made batches are safe"
     CHECK_THROWS_AS(to_dense(decreasing), std::invalid_argument);
     CsrBatch short_end = good;
     short_end.indptr.back() = 2;
-    CHECK_THROWS_WITH_AS(to_bags(short_end), "to_bags: bad CSR batch: indptr ends at 2 but there are 3 indices",
+    CHECK_THROWS_WITH_AS(to_bags(short_end),
+                         "to_bags: bad CSR batch: indptr ends at 2 but there are 3 indices",
                          std::invalid_argument);
     CsrBatch past_end = good;
     past_end.indptr.back() = 99;
@@ -464,11 +466,11 @@ TEST_CASE("check_csr: every broken layout throws, so hand-made batches are safe"
     CsrBatch negative_cols = good;
     negative_cols.num_cols = -1;
     CHECK_THROWS_AS(to_dense(negative_cols), std::invalid_argument);
-}
+  }
 
-// ---------------------------------------------------------------- TSV files
+  // ---------------------------------------------------------------- TSV files
 
-TEST_CASE("read_tsv: the tiny spam file") {
+  TEST_CASE("read_tsv: the tiny spam file") {
     const std::string path = source_dir + "/tests/data/tiny_spam.tsv";
     TsvData data = read_tsv(path);
     CHECK(data.size() == 40);
@@ -487,36 +489,40 @@ TEST_CASE("read_tsv: the tiny spam file") {
     CHECK(flipped.targets[0] == 1);
     CHECK(flipped.targets[1] == 0);
     CHECK(flipped.label_names == Strings{"spam", "ham"});
-}
+  }
 
-TEST_CASE("read_tsv: text keeps further TABs; CRLF, a BOM, blank lines and a missing last newline are fine") {
+  TEST_CASE(
+      "read_tsv: text keeps further TABs; CRLF, a BOM, blank lines and a missing last newline are fine") {
     TempFile file("\xEF\xBB\xBFspam\tbuy\tnow\r\n\r\nham\thello there\r\nham\t\nspam\tlast line");
     TsvData data = read_tsv(file.path());
     CHECK(data.texts == Strings{"buy\tnow", "hello there", "", "last line"});
     CHECK(data.targets == Ids{1, 0, 0, 1});
     CHECK(data.line_numbers == Ids{1, 3, 4, 5});
     CHECK(data.label_names == Strings{"ham", "spam"});
-}
+  }
 
-TEST_CASE("read_tsv: a malformed line throws with the file and line number") {
+  TEST_CASE("read_tsv: a malformed line throws with the file and line number") {
     TempFile no_tab("ham\tfine\nspam\tfine too\nthis line has no tab\n", "bad.tsv");
     CHECK_THROWS_WITH_AS(read_tsv(no_tab.path()),
-                         ("tsv: " + no_tab.path() + ":3: no TAB separating label and text").c_str(), FileError);
+                         ("tsv: " + no_tab.path() + ":3: no TAB separating label and text").c_str(),
+                         FileError);
     CHECK(error_line([&] { read_tsv(no_tab.path()); }) == 3);
 
     TempFile empty_label("ham\tfine\n\tno label\n");
     CHECK_THROWS_WITH_AS(read_tsv(empty_label.path()),
-                         ("tsv: " + empty_label.path() + ":2: empty label before the TAB").c_str(), FileError);
+                         ("tsv: " + empty_label.path() + ":2: empty label before the TAB").c_str(),
+                         FileError);
 
     TsvOptions options;
     options.label_names = {"ham", "spam"};
     TempFile unknown_label("ham\tfine\neggs\tunknown\n");
-    CHECK_THROWS_WITH_AS(read_tsv(unknown_label.path(), options),
-                         ("tsv: " + unknown_label.path() + ":2: label 'eggs' is not one of the 2 given label names").c_str(),
-                         FileError);
-}
+    CHECK_THROWS_WITH_AS(
+        read_tsv(unknown_label.path(), options),
+        ("tsv: " + unknown_label.path() + ":2: label 'eggs' is not one of the 2 given label names").c_str(),
+        FileError);
+  }
 
-TEST_CASE("read_tsv: the skip policy leaves bad lines out and counts them") {
+  TEST_CASE("read_tsv: the skip policy leaves bad lines out and counts them") {
     TempFile file("ham\tone\nno tab here\n\tno label\nspam\ttwo\neggs\tthree\n");
     TsvOptions options;
     options.bad_lines = BadLinePolicy::skip;
@@ -526,30 +532,35 @@ TEST_CASE("read_tsv: the skip policy leaves bad lines out and counts them") {
     CHECK(data.targets == Ids{0, 1});
     CHECK(data.line_numbers == Ids{1, 4});
     CHECK(data.skipped_lines == 3);
-}
+  }
 
-TEST_CASE("read_tsv: empty files, files with nothing usable, missing files") {
+  TEST_CASE("read_tsv: empty files, files with nothing usable, missing files") {
     TempFile empty("", "empty.tsv");
-    CHECK_THROWS_WITH_AS(read_tsv(empty.path()), ("tsv: " + empty.path() + ": empty file").c_str(), FileError);
+    CHECK_THROWS_WITH_AS(read_tsv(empty.path()), ("tsv: " + empty.path() + ": empty file").c_str(),
+                         FileError);
     CHECK(error_line([&] { read_tsv(empty.path()); }) == 0);
 
     TempFile blank("\n\r\n\n");
-    CHECK_THROWS_WITH_AS(read_tsv(blank.path()), ("tsv: " + blank.path() + ": no usable lines (3 lines, 0 skipped)").c_str(),
+    CHECK_THROWS_WITH_AS(read_tsv(blank.path()),
+                         ("tsv: " + blank.path() + ": no usable lines (3 lines, 0 skipped)").c_str(),
                          FileError);
 
     TempFile all_bad("no tab\nnor here\n");
     TsvOptions skip;
     skip.bad_lines = BadLinePolicy::skip;
     CHECK_THROWS_WITH_AS(read_tsv(all_bad.path(), skip),
-                         ("tsv: " + all_bad.path() + ": no usable lines (2 lines, 2 skipped)").c_str(), FileError);
+                         ("tsv: " + all_bad.path() + ": no usable lines (2 lines, 2 skipped)").c_str(),
+                         FileError);
 
     const std::string missing = source_dir + "/tests/data/data_no_such_file.tsv";
-    CHECK_THROWS_WITH_AS(read_tsv(missing), ("tsv: " + missing + ": cannot open file for reading").c_str(), FileError);
+    CHECK_THROWS_WITH_AS(read_tsv(missing), ("tsv: " + missing + ": cannot open file for reading").c_str(),
+                         FileError);
     CHECK_THROWS_WITH_AS(read_tsv(source_dir + "/tests/data"),
-                         ("tsv: " + source_dir + "/tests/data: is a directory, not a file").c_str(), FileError);
-}
+                         ("tsv: " + source_dir + "/tests/data: is a directory, not a file").c_str(),
+                         FileError);
+  }
 
-TEST_CASE("read_tsv: invalid UTF-8 is accepted, rejected or skipped by option") {
+  TEST_CASE("read_tsv: invalid UTF-8 is accepted, rejected or skipped by option") {
     TempFile file("ham\tcaf\xC3\xA9 ok\nspam\tbad \xFF\xFE bytes\nham\tcut \xE2\x82\n");
     TsvData accepted = read_tsv(file.path());
     CHECK(accepted.size() == 3);
@@ -558,7 +569,8 @@ TEST_CASE("read_tsv: invalid UTF-8 is accepted, rejected or skipped by option") 
     TsvOptions reject;
     reject.invalid_utf8 = Utf8Policy::error;
     CHECK_THROWS_WITH_AS(read_tsv(file.path(), reject),
-                         ("tsv: " + file.path() + ":2: invalid UTF-8 at byte 10 of the line").c_str(), FileError);
+                         ("tsv: " + file.path() + ":2: invalid UTF-8 at byte 10 of the line").c_str(),
+                         FileError);
 
     TsvOptions skip;
     skip.invalid_utf8 = Utf8Policy::skip;
@@ -566,9 +578,9 @@ TEST_CASE("read_tsv: invalid UTF-8 is accepted, rejected or skipped by option") 
     CHECK(kept.texts == Strings{"caf\xC3\xA9 ok"});
     CHECK(kept.skipped_lines == 2);
     CHECK(kept.label_names == Strings{"ham"});
-}
+  }
 
-TEST_CASE("read_tsv: bad label_names throw std::invalid_argument") {
+  TEST_CASE("read_tsv: bad label_names throw std::invalid_argument") {
     TempFile file("ham\tx\n");
     TsvOptions options;
     options.label_names = {"ham", "ham"};
@@ -577,18 +589,18 @@ TEST_CASE("read_tsv: bad label_names throw std::invalid_argument") {
                          std::invalid_argument);
     options.label_names = {""};
     CHECK_THROWS_AS(read_tsv(file.path(), options), std::invalid_argument);
-}
+  }
 
-// ---------------------------------------------------------------- shuffles and splits
+  // ---------------------------------------------------------------- shuffles and splits
 
-TEST_CASE("std::mt19937_64 is the generator the standard specifies") {
+  TEST_CASE("std::mt19937_64 is the generator the standard specifies") {
     // [rand.predef]: the 10000th output of a default-constructed mt19937_64.
     std::mt19937_64 rng;
     rng.discard(9999);
     CHECK(rng() == 9981545732273789042ull);
-}
+  }
 
-TEST_CASE("uniform_below: exact draws for a fixed seed") {
+  TEST_CASE("uniform_below: exact draws for a fixed seed") {
     // These numbers come from an independent MT19937-64 with the same rejection step;
     // if they change, shuffles on this platform no longer match other platforms.
     std::mt19937_64 rng(42);
@@ -599,9 +611,9 @@ TEST_CASE("uniform_below: exact draws for a fixed seed") {
     CHECK_THROWS_AS(uniform_below(rng, 0), std::invalid_argument);
     // The largest bound rejects nearly half the raw values and must still terminate.
     CHECK(uniform_below(rng, (1ull << 63) + 1) <= (1ull << 63));
-}
+  }
 
-TEST_CASE("shuffled_indices: exact, repeatable permutations") {
+  TEST_CASE("shuffled_indices: exact, repeatable permutations") {
     CHECK(shuffled_indices(10, 42) == Ids{1, 7, 9, 0, 3, 8, 4, 2, 5, 6});
     CHECK(shuffled_indices(10, 0) == Ids{7, 2, 0, 8, 3, 9, 6, 1, 5, 4});
     CHECK(shuffled_indices(1000, 5) == shuffled_indices(1000, 5));
@@ -613,10 +625,11 @@ TEST_CASE("shuffled_indices: exact, repeatable permutations") {
     CHECK(big == identity);
     CHECK(shuffled_indices(0, 1).empty());
     CHECK(shuffled_indices(1, 1) == Ids{0});
-    CHECK_THROWS_WITH_AS(shuffled_indices(-3, 1), "shuffled_indices: n must be >= 0, got -3", std::invalid_argument);
-}
+    CHECK_THROWS_WITH_AS(shuffled_indices(-3, 1), "shuffled_indices: n must be >= 0, got -3",
+                         std::invalid_argument);
+  }
 
-TEST_CASE("train_test_split: exact split, sizes and bad fractions") {
+  TEST_CASE("train_test_split: exact split, sizes and bad fractions") {
     Split split = train_test_split(10, 0.3, 7);
     CHECK(split.test == Ids{0, 7, 4});
     CHECK(split.train == Ids{9, 3, 1, 2, 8, 6, 5});
@@ -638,20 +651,21 @@ TEST_CASE("train_test_split: exact split, sizes and bad fractions") {
     CHECK_THROWS_AS(train_test_split(10, -0.5, 1), std::invalid_argument);
     CHECK_THROWS_AS(train_test_split(10, std::numeric_limits<double>::quiet_NaN(), 1), std::invalid_argument);
     CHECK_THROWS_AS(train_test_split(0, 0.5, 1), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(train_test_split(1, 0.5, 1),
-                         "train_test_split: n=1 with test_fraction=0.500000 gives 1 test and 0 train examples; "
-                         "both must be at least 1",
-                         std::invalid_argument);
-}
+    CHECK_THROWS_WITH_AS(
+        train_test_split(1, 0.5, 1),
+        "train_test_split: n=1 with test_fraction=0.500000 gives 1 test and 0 train examples; "
+        "both must be at least 1",
+        std::invalid_argument);
+  }
 
-TEST_CASE("stratified_split: class shares kept, exact split for a fixed seed") {
+  TEST_CASE("stratified_split: class shares kept, exact split for a fixed seed") {
     Ids targets = {0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
     Split split = stratified_split(targets, 0.5, 3);
     CHECK(split.test == Ids{4, 1, 0, 9, 7});
     CHECK(split.train == Ids{6, 8, 2, 5, 3});
 
     auto count = [](const Ids& indices, const Ids& labels, std::int64_t k) {
-        return std::count_if(indices.begin(), indices.end(), [&](std::int64_t i) { return labels[i] == k; });
+      return std::count_if(indices.begin(), indices.end(), [&](std::int64_t i) { return labels[i] == k; });
     };
     Ids corpus(150, 0);
     std::fill(corpus.begin() + 100, corpus.end(), 1);
@@ -672,19 +686,19 @@ TEST_CASE("stratified_split: class shares kept, exact split for a fixed seed") {
     CHECK_THROWS_WITH_AS(stratified_split({0, -1, 1}, 0.5, 1),
                          "stratified_split: targets[1] is -1, class ids must be >= 0", std::invalid_argument);
     CHECK_THROWS_AS(stratified_split({}, 0.5, 1), std::invalid_argument);
-}
+  }
 
-TEST_CASE("take: picks items by index and checks the indices") {
+  TEST_CASE("take: picks items by index and checks the indices") {
     Strings items = {"a", "b", "c"};
     CHECK(take(items, {2, 0, 2}) == Strings{"c", "a", "c"});
     CHECK(take(items, {}).empty());
     CHECK_THROWS_WITH_AS(take(items, {0, 3}), "take: indices[1] = 3 outside [0, 3)", std::invalid_argument);
     CHECK_THROWS_AS(take(items, {-1}), std::invalid_argument);
-}
+  }
 
-// ---------------------------------------------------------------- end to end
+  // ---------------------------------------------------------------- end to end
 
-TEST_CASE("tiny spam end to end: tokens -> vocabulary -> tf-idf -> nearest centroid") {
+  TEST_CASE("tiny spam end to end: tokens -> vocabulary -> tf-idf -> nearest centroid") {
     TsvData data = read_tsv(source_dir + "/tests/data/tiny_spam.tsv");
     std::vector<Strings> tokens = tokenize_all(data.texts);
     Split split = stratified_split(data.targets, 0.25, 2024);
@@ -705,21 +719,21 @@ TEST_CASE("tiny spam end to end: tokens -> vocabulary -> tf-idf -> nearest centr
     auto cols = static_cast<std::size_t>(vocab.size());
     std::vector<std::vector<double>> centroid(2, std::vector<double>(cols, 0.0));
     for (std::size_t r = 0; r < split.train.size(); ++r) {
-        for (std::size_t c = 0; c < cols; ++c) centroid[data.targets[split.train[r]]][c] += train(r, c);
+      for (std::size_t c = 0; c < cols; ++c) centroid[data.targets[split.train[r]]][c] += train(r, c);
     }
     int correct = 0;
     for (std::size_t r = 0; r < split.test.size(); ++r) {
-        double score[2] = {0, 0};
-        for (int k = 0; k < 2; ++k) {
-            for (std::size_t c = 0; c < cols; ++c) score[k] += centroid[k][c] * test(r, c);
-        }
-        int predicted = score[1] > score[0] ? 1 : 0;
-        if (predicted == data.targets[split.test[r]]) ++correct;
+      double score[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        for (std::size_t c = 0; c < cols; ++c) score[k] += centroid[k][c] * test(r, c);
+      }
+      int predicted = score[1] > score[0] ? 1 : 0;
+      if (predicted == data.targets[split.test[r]]) ++correct;
     }
     CHECK(correct >= 9);
-}
+  }
 
-TEST_CASE("the bundled SpamAssassin sample: clean UTF-8, both classes, learnable") {
+  TEST_CASE("the bundled SpamAssassin sample: clean UTF-8, both classes, learnable") {
     TsvOptions strict;
     strict.invalid_utf8 = Utf8Policy::error;
     strict.label_names = {"ham", "spam"};
@@ -739,29 +753,30 @@ TEST_CASE("the bundled SpamAssassin sample: clean UTF-8, both classes, learnable
     CsrBatch train = tfidf.transform(train_ids);
     CsrBatch test = tfidf.transform(vocab.encode_all(take(tokens, split.test)));
 
-    std::vector<std::vector<double>> centroid(2, std::vector<double>(static_cast<std::size_t>(vocab.size()), 0.0));
+    std::vector<std::vector<double>> centroid(
+        2, std::vector<double>(static_cast<std::size_t>(vocab.size()), 0.0));
     double class_size[2] = {0, 0};
     for (std::int64_t r = 0; r < train.rows(); ++r) {
-        std::int64_t k = data.targets[split.train[r]];
-        class_size[k] += 1;
-        for (std::int64_t j = train.indptr[r]; j < train.indptr[r + 1]; ++j) {
-            centroid[k][train.indices[j]] += train.values[j];
-        }
+      std::int64_t k = data.targets[split.train[r]];
+      class_size[k] += 1;
+      for (std::int64_t j = train.indptr[r]; j < train.indptr[r + 1]; ++j) {
+        centroid[k][train.indices[j]] += train.values[j];
+      }
     }
     int correct = 0;
     for (std::int64_t r = 0; r < test.rows(); ++r) {
-        double score[2] = {0, 0};
-        for (int k = 0; k < 2; ++k) {
-            for (std::int64_t j = test.indptr[r]; j < test.indptr[r + 1]; ++j) {
-                score[k] += centroid[k][test.indices[j]] * test.values[j] / class_size[k];
-            }
+      double score[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        for (std::int64_t j = test.indptr[r]; j < test.indptr[r + 1]; ++j) {
+          score[k] += centroid[k][test.indices[j]] * test.values[j] / class_size[k];
         }
-        int predicted = score[1] > score[0] ? 1 : 0;
-        if (predicted == data.targets[split.test[r]]) ++correct;
+      }
+      int predicted = score[1] > score[0] ? 1 : 0;
+      if (predicted == data.targets[split.test[r]]) ++correct;
     }
     double accuracy = static_cast<double>(correct) / static_cast<double>(test.rows());
     MESSAGE("nearest-centroid accuracy on the sample: " << accuracy);
     CHECK(accuracy > 0.85);
-}
+  }
 
 }  // TEST_SUITE

@@ -85,7 +85,7 @@ TEST_SUITE("equivalence") {
     CHECK(max_loss_diff < 1e-5);
     CHECK_ALLCLOSE(Array(xt::transpose(bag.weight.value())), proj.weight.value(), 1e-5, 1e-6);
     CHECK_ALLCLOSE(head_a.weight.value(), head_b.weight.value(), 1e-5, 1e-6);
-    CHECK(last_loss < first_loss);      // it learned the repeated batch
-    CHECK(sparse_rows_seen < 50 * V);   // and the sparse side never carried all V rows
+    CHECK(last_loss < first_loss);     // it learned the repeated batch
+    CHECK(sparse_rows_seen < 50 * V);  // and the sparse side never carried all V rows
   }
 }

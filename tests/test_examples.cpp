@@ -18,8 +18,12 @@ namespace fs = std::filesystem;
 using tg::test::run_command;
 using tg::test::TempDir;
 
-std::string bow() { return tg::test::example_path("bow_classifier"); }
-std::string tiny() { return tg::test::source_path("tests/data/tiny_spam.tsv"); }
+std::string bow() {
+  return tg::test::example_path("bow_classifier");
+}
+std::string tiny() {
+  return tg::test::source_path("tests/data/tiny_spam.tsv");
+}
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
   std::ifstream in(path);
@@ -41,9 +45,10 @@ TEST_SUITE("examples") {
     TempDir tmp;
     const fs::path dir = tmp.path;
     const fs::path csv = dir / "metrics.csv", model = dir / "model.safetensors", preds = dir / "pred.tsv";
-    auto r = run_command(bow() + " --data " + tiny() + " --mode both --optim sgd --lr 0.2 --epochs 30 --dim 8 " +
-                   "--batch 4 --min-df 1 --metrics " + csv.string() + " --save " + model.string() +
-                   " --predictions " + preds.string());
+    auto r =
+        run_command(bow() + " --data " + tiny() + " --mode both --optim sgd --lr 0.2 --epochs 30 --dim 8 " +
+                    "--batch 4 --min-df 1 --metrics " + csv.string() + " --save " + model.string() +
+                    " --predictions " + preds.string());
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK(r.output.find("largest loss difference") != std::string::npos);
@@ -62,7 +67,7 @@ TEST_SUITE("examples") {
       max_diff = std::max(max_diff, std::abs(by_mode["embedding"] - by_mode["linear"]));
     }
     CHECK(max_diff < 1e-4);
-    CHECK(loss.begin()->second["embedding"] > 0.5);  // it starts near ln 2 ...
+    CHECK(loss.begin()->second["embedding"] > 0.5);           // it starts near ln 2 ...
     CHECK(std::prev(loss.end())->second["embedding"] < 0.2);  // ... and learns
 
     // The held-out accuracy beats always answering the most common test label.
@@ -101,8 +106,9 @@ TEST_SUITE("examples") {
   TEST_CASE("bow_classifier with Adam: both learn; the curves differ only through lazy updates") {
     TempDir tmp;
     const fs::path dir = tmp.path;
-    auto r = run_command(bow() + " --data " + tiny() + " --mode both --optim adam --epochs 10 --dim 8 --batch 4 " +
-                   "--min-df 1 --metrics " + (dir / "m.csv").string());
+    auto r =
+        run_command(bow() + " --data " + tiny() + " --mode both --optim adam --epochs 10 --dim 8 --batch 4 " +
+                    "--min-df 1 --metrics " + (dir / "m.csv").string());
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK(r.output.find("lazy Adam") != std::string::npos);

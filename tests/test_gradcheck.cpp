@@ -19,10 +19,18 @@ Tensor my_tanh(const Tensor& a, Bug bug, float factor = 1.0f) {
                     [=](const Array& g, const Array& y, std::vector<Tensor>& in) {
                       Array d = 1.0f - y * y;
                       switch (bug) {
-                        case Bug::none: in[0].accumulate_grad(Array(g * d)); break;
-                        case Bug::scaled: in[0].accumulate_grad(Array(g * d * factor)); break;
-                        case Bug::sign: in[0].accumulate_grad(Array(-g * d)); break;
-                        case Bug::forgot_chain: in[0].accumulate_grad(Array(d)); break;
+                        case Bug::none:
+                          in[0].accumulate_grad(Array(g * d));
+                          break;
+                        case Bug::scaled:
+                          in[0].accumulate_grad(Array(g * d * factor));
+                          break;
+                        case Bug::sign:
+                          in[0].accumulate_grad(Array(-g * d));
+                          break;
+                        case Bug::forgot_chain:
+                          in[0].accumulate_grad(Array(d));
+                          break;
                         case Bug::off_by_one: {
                           Array w = g * d;
                           w.data()[0] += 0.05f;  // one element slightly wrong
@@ -99,6 +107,7 @@ TEST_SUITE("core.gradcheck") {
     tg::gradcheck([](const Inputs& in) { return tg::tanh(in[0]); }, {x});
     CHECK(x.value() == before);
     CHECK(x.grad().dense() == Array({7.0f, 8.0f}));
-    CHECK_THROWS_AS(tg::gradcheck([](const Inputs& in) { return in[0] * 1.0f; }, {x * 2.0f}), std::invalid_argument);
+    CHECK_THROWS_AS(tg::gradcheck([](const Inputs& in) { return in[0] * 1.0f; }, {x * 2.0f}),
+                    std::invalid_argument);
   }
 }

@@ -23,7 +23,9 @@ namespace fs = std::filesystem;
 
 using Result = tg::test::CommandResult;
 
-Result run(const std::string& command) { return tg::test::run_command(command); }
+Result run(const std::string& command) {
+  return tg::test::run_command(command);
+}
 
 // The built example, quoted for the shell.
 std::string example(const std::string& name) {
@@ -58,7 +60,8 @@ template <class... Fields>
 void scan(const std::string& out, const std::string& prefix, const char* format, Fields*... fields) {
   const std::string line = line_starting(out, prefix);
   const int read = std::sscanf(line.c_str(), format, fields...);
-  CHECK_MESSAGE(read == static_cast<int>(sizeof...(Fields)), "could not read \"" << format << "\" from: " << line);
+  CHECK_MESSAGE(read == static_cast<int>(sizeof...(Fields)),
+                "could not read \"" << format << "\" from: " << line);
 }
 
 std::vector<double> numbers(const std::string& text) {
@@ -84,7 +87,8 @@ std::vector<double> block_after(const std::string& out, const std::string& heade
   bool inside = false;
   for (std::string line; std::getline(lines, line);) {
     if (inside && (line.empty() || line[0] != ' ')) break;
-    if (inside) for (double x : numbers(line)) values.push_back(x);
+    if (inside)
+      for (double x : numbers(line)) values.push_back(x);
     if (line.rfind(header, 0) == 0) inside = true;
   }
   return values;
@@ -153,7 +157,8 @@ TEST_SUITE("learn") {
     REQUIRE(distinct.size() < ids.size());  // a repeated id is part of the demonstration
     char rows[64] = "";
     std::size_t of = 0, stored = 0, cols = 0, sparse_bytes = 0;
-    scan(r.output, "embedding grad:", "embedding grad: sparse, rows {%63[^}]} of %zu, values [%zu, %zu], %zu bytes",
+    scan(r.output,
+         "embedding grad:", "embedding grad: sparse, rows {%63[^}]} of %zu, values [%zu, %zu], %zu bytes",
          rows, &of, &stored, &cols, &sparse_bytes);
     CHECK(int_set(rows) == distinct);
     CHECK(of == vocab);
@@ -161,7 +166,8 @@ TEST_SUITE("learn") {
     CHECK(cols == dim);
     CHECK(sparse_bytes == distinct.size() * (sizeof(int64_t) + dim * sizeof(float)));
     std::size_t dense_rows = 0, dense_cols = 0, dense_bytes = 0;
-    scan(r.output, "linear grad:", "linear grad: dense [%zu, %zu], %zu bytes", &dense_rows, &dense_cols, &dense_bytes);
+    scan(r.output, "linear grad:", "linear grad: dense [%zu, %zu], %zu bytes", &dense_rows, &dense_cols,
+         &dense_bytes);
     CHECK(dense_rows == dim);
     CHECK(dense_cols == vocab);
     CHECK(dense_bytes == vocab * dim * sizeof(float));
@@ -198,17 +204,19 @@ TEST_SUITE("learn") {
     for (std::size_t i = 0; i < by_linear.size(); ++i) CHECK(by_bag[i] == doctest::Approx(by_linear[i]));
 
     std::size_t out = 0, in = 0, bag_rows = 0, bag_cols = 0, nnz = 0;
-    scan(r.output, "linear weight", "linear weight [%zu, %zu], bag weight [%zu, %zu]", &out, &in, &bag_rows, &bag_cols);
+    scan(r.output, "linear weight", "linear weight [%zu, %zu], bag weight [%zu, %zu]", &out, &in, &bag_rows,
+         &bag_cols);
     CHECK(bag_rows == in);  // the bag's table is the Linear's weight transposed
     CHECK(bag_cols == out);
     scan(r.output, "document", "document %*u: %zu non-zero entries", &nnz);
     const std::vector<double> densified = line_after(r.output, "densified row:");
     REQUIRE(densified.size() == in);
-    CHECK(static_cast<std::size_t>(std::count_if(densified.begin(), densified.end(), [](double v) { return v != 0; })) ==
-          nnz);
+    CHECK(static_cast<std::size_t>(
+              std::count_if(densified.begin(), densified.end(), [](double v) { return v != 0; })) == nnz);
 
     std::size_t linear_mults = 0, linear_in = 0, linear_out = 0, by_zero = 0, linear_bytes = 0;
-    scan(r.output, "linear:", "linear: %zu multiplications (in %zu x out %zu, %zu of them by zero), %zu bytes",
+    scan(r.output,
+         "linear:", "linear: %zu multiplications (in %zu x out %zu, %zu of them by zero), %zu bytes",
          &linear_mults, &linear_in, &linear_out, &by_zero, &linear_bytes);
     CHECK(linear_mults == in * out);
     CHECK(linear_in == in);
@@ -216,8 +224,8 @@ TEST_SUITE("learn") {
     CHECK(by_zero == (in - nnz) * out);
     CHECK(linear_bytes == in * out * sizeof(float));
     std::size_t bag_mults = 0, bag_nnz = 0, bag_dim = 0, bag_bytes = 0;
-    scan(r.output, "bag:", "bag: %zu multiplications (nnz %zu x dim %zu), %zu bytes", &bag_mults, &bag_nnz, &bag_dim,
-         &bag_bytes);
+    scan(r.output, "bag:", "bag: %zu multiplications (nnz %zu x dim %zu), %zu bytes", &bag_mults, &bag_nnz,
+         &bag_dim, &bag_bytes);
     CHECK(bag_mults == nnz * out);
     CHECK(bag_nnz == nnz);
     CHECK(bag_dim == out);
@@ -275,8 +283,9 @@ TEST_SUITE("learn") {
       char optimizer[8], gradient[8], batch[64], changed[64];
       int step = 0;
       std::size_t bytes = 0;
-      if (std::sscanf(line.c_str(), "%7s %7s step %d batch {%63[^}]} changed rows: {%63[^}]} gradient %zu bytes",
-                      optimizer, gradient, &step, batch, changed, &bytes) == 6)
+      if (std::sscanf(line.c_str(),
+                      "%7s %7s step %d batch {%63[^}]} changed rows: {%63[^}]} gradient %zu bytes", optimizer,
+                      gradient, &step, batch, changed, &bytes) == 6)
         runs[std::string(optimizer) + " " + gradient].push_back({int_set(batch), int_set(changed), bytes});
     }
     REQUIRE(runs.size() == 4);
@@ -298,7 +307,8 @@ TEST_SUITE("learn") {
       CHECK_MESSAGE(s.changed == seen, "adam dense step " << k + 1);
     }
     const Step& second = runs["adam dense"][1];
-    CHECK(!std::includes(second.batch.begin(), second.batch.end(), second.changed.begin(), second.changed.end()));
+    CHECK(!std::includes(second.batch.begin(), second.batch.end(), second.changed.begin(),
+                         second.changed.end()));
 
     // Gradient bytes: a dense gradient is always the table; a sparse one grows with the batch.
     for (const char* name : {"sgd dense", "adam dense"})

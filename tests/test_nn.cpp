@@ -10,8 +10,8 @@
 #include <set>
 
 #include <xtensor/xadapt.hpp>
-#include <xtensor/xview.hpp>
 #include <xtensor/xmanipulation.hpp>
+#include <xtensor/xview.hpp>
 
 #include "helpers.hpp"
 #include "tapegrad.hpp"
@@ -43,7 +43,9 @@ void check_coalesced(const Tensor& weight, const Indices& input, std::optional<i
   CHECK(g.nbytes() == used.size() * (sizeof(int64_t) + g.cols() * sizeof(float)));
 }
 
-Array transposed(const Array& a) { return xt::transpose(a); }
+Array transposed(const Array& a) {
+  return xt::transpose(a);
+}
 
 nn::EmbeddingOptions embedding_options(const json& c, bool sparse) {
   nn::EmbeddingOptions o;
@@ -57,7 +59,7 @@ nn::EmbeddingOptions embedding_options(const json& c, bool sparse) {
 nn::EmbeddingBagOptions bag_options(const json& c, bool sparse) {
   nn::EmbeddingBagOptions o;
   const std::string mode = c.at("mode");
-  o.mode = mode == "sum" ? nn::EmbeddingBagMode::sum
+  o.mode = mode == "sum"    ? nn::EmbeddingBagMode::sum
            : mode == "mean" ? nn::EmbeddingBagMode::mean
                             : nn::EmbeddingBagMode::max;
   o.include_last_offset = c.at("include_last_offset");
@@ -116,8 +118,10 @@ TEST_SUITE("nn") {
         CHECK_ALLCLOSE(out.value(), to_array(c["out"]));
         CHECK_ALLCLOSE(emb.weight.grad_dense(), to_array(c["grad_weight"]));
         CHECK_ALLCLOSE(emb.weight.value(), to_array(c["weight_after"]));  // max_norm renormalised
-        if (sparse) check_coalesced(emb.weight, input, emb.options().padding_idx);
-        else CHECK(emb.weight.grad().is_dense());
+        if (sparse)
+          check_coalesced(emb.weight, input, emb.options().padding_idx);
+        else
+          CHECK(emb.weight.grad().is_dense());
       }
     }
   }
@@ -134,14 +138,17 @@ TEST_SUITE("nn") {
         const Indices input = to_int_array(c["input"]);
         std::optional<Tensor> weights;
         if (!c["per_sample_weights"].is_null()) weights = Tensor(to_array(c["per_sample_weights"]), true);
-        Tensor out = c["offsets"].is_null() ? bag(input, weights) : bag(input, to_int_array(c["offsets"]), weights);
+        Tensor out =
+            c["offsets"].is_null() ? bag(input, weights) : bag(input, to_int_array(c["offsets"]), weights);
         out.backward(to_array(c["w"]));
         CHECK_ALLCLOSE(out.value(), to_array(c["out"]));
         CHECK_ALLCLOSE(bag.weight.grad_dense(), to_array(c["grad_weight"]));
         CHECK_ALLCLOSE(bag.weight.value(), to_array(c["weight_after"]));
         if (weights) CHECK_ALLCLOSE(weights->grad().dense(), to_array(c["grad_per_sample_weights"]));
-        if (sparse) check_coalesced(bag.weight, input, bag.options().padding_idx);
-        else CHECK(bag.weight.grad().is_dense());
+        if (sparse)
+          check_coalesced(bag.weight, input, bag.options().padding_idx);
+        else
+          CHECK(bag.weight.grad().is_dense());
       }
     }
     CHECK(cases == 16);
@@ -153,8 +160,8 @@ TEST_SUITE("nn") {
     tg::Generator gen(1);
     nn::Linear fc(4, 3, true, gen);
     Tensor x = tg::randn({5, 4}, gen, true);
-    auto report = tg::gradcheck([&](const std::vector<Tensor>& in) { return fc(in[0]); },
-                                {x, fc.weight, *fc.bias});
+    auto report =
+        tg::gradcheck([&](const std::vector<Tensor>& in) { return fc(in[0]); }, {x, fc.weight, *fc.bias});
     INFO(report.str());
     CHECK(report.ok);
     CHECK(report.checked == 5 * 4 + 3 * 4 + 3);
@@ -301,19 +308,21 @@ TEST_SUITE("nn") {
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(bag(input), Contains("input must be 2-D [bags, n]; got shape [5]"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(bag(Indices{1, 6}, Indices{0}), Contains("EmbeddingBag: index 6 out of range for size 6"),
-                         std::out_of_range);
+    CHECK_THROWS_WITH_AS(bag(Indices{1, 6}, Indices{0}),
+                         Contains("EmbeddingBag: index 6 out of range for size 6"), std::out_of_range);
     CHECK_THROWS_WITH_AS(bag(Indices{1, -1}, Indices{0}), Contains("EmbeddingBag: index -1 out of range"),
                          std::out_of_range);
     CHECK_THROWS_WITH_AS(bag(Indices{{1, 9}}), Contains("EmbeddingBag: index 9"), std::out_of_range);
     CHECK_THROWS_WITH_AS(bag(input, Indices{0}, Tensor({1.0f, 2.0f, 3.0f})),
-                         Contains("per_sample_weights of shape [3] for input of shape [5]"), std::invalid_argument);
+                         Contains("per_sample_weights of shape [3] for input of shape [5]"),
+                         std::invalid_argument);
     unchanged();
 
     nn::EmbeddingBag last(6, 3, {.include_last_offset = true});
-    CHECK_THROWS_WITH_AS(last(input, Indices{0, 3}),
-                         Contains("with include_last_offset, the last offset must be the input's length 5; got 3"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        last(input, Indices{0, 3}),
+        Contains("with include_last_offset, the last offset must be the input's length 5; got 3"),
+        std::invalid_argument);
     CHECK_THROWS_WITH_AS(last(input, Indices(xt::zeros<int64_t>({0}))),
                          Contains("include_last_offset needs at least one offset"), std::invalid_argument);
 
@@ -328,8 +337,10 @@ TEST_SUITE("nn") {
     const Array before = bag.weight.value();
     using doctest::Contains;
     CHECK_THROWS_WITH_AS(bag(nn::CsrInput{{0, 2}, {1, 2, 3}, {}}),
-                         Contains("CSR indptr must end at the number of indices (3); got 2"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(bag(nn::CsrInput{{}, {}, {}}), Contains("got an empty indptr"), std::invalid_argument);
+                         Contains("CSR indptr must end at the number of indices (3); got 2"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(bag(nn::CsrInput{{}, {}, {}}), Contains("got an empty indptr"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(bag(nn::CsrInput{{1, 3}, {1, 2, 3}, {}}), Contains("offsets[0] must be 0; got 1"),
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(bag(nn::CsrInput{{0, 2, 1, 3}, {1, 2, 3}, {}}), Contains("must not decrease"),
@@ -356,10 +367,12 @@ TEST_SUITE("nn") {
     CHECK(emb.weight.value() == before);  // nothing renormalised
 
     CHECK_THROWS_WITH_AS(nn::Embedding(6, 3, {.padding_idx = 6}),
-                         Contains("Embedding: padding_idx 6 out of range for 6 embeddings"), std::invalid_argument);
+                         Contains("Embedding: padding_idx 6 out of range for 6 embeddings"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(nn::EmbeddingBag(6, 3, {.padding_idx = -7}),
                          Contains("EmbeddingBag: padding_idx -7 out of range"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(nn::Embedding(6, 3, {.norm_type = 0.0f}), Contains("norm_type"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(nn::Embedding(6, 3, {.norm_type = 0.0f}), Contains("norm_type"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(nn::Embedding::from_pretrained(Array{1, 2, 3}),
                          Contains("Embedding::from_pretrained: weight must be 2-D [num, dim]; got [3]"),
                          std::invalid_argument);
@@ -418,7 +431,7 @@ TEST_SUITE("nn") {
     const std::vector<Tensor> params{dense, table, unused};  // unused has no gradient: skipped
 
     CHECK(nn::utils::clip_grad_norm_(params, 100.0f) == doctest::Approx(13.0));  // sqrt(9 + 16 + 144)
-    CHECK(dense.grad().dense() == Array{3, 4});  // below max_norm: untouched
+    CHECK(dense.grad().dense() == Array{3, 4});                                  // below max_norm: untouched
     CHECK(nn::utils::clip_grad_norm_(params, 100.0f, 1.0f) == doctest::Approx(19.0));
     CHECK(nn::utils::clip_grad_norm_(params, 100.0f, std::numeric_limits<float>::infinity()) ==
           doctest::Approx(12.0));
@@ -433,8 +446,8 @@ TEST_SUITE("nn") {
 
   TEST_CASE("clip_grad_norm_ matches PyTorch") {
     for (const json& c : tg::test::reference("nn_reference").at("clip_grad_norm")) {
-      const float norm_type = c["norm_type"].is_string() ? std::numeric_limits<float>::infinity()
-                                                         : c["norm_type"].get<float>();
+      const float norm_type =
+          c["norm_type"].is_string() ? std::numeric_limits<float>::infinity() : c["norm_type"].get<float>();
       INFO("norm_type " << norm_type << ", max_norm " << c["max_norm"].get<float>());
       auto emb = nn::Embedding::from_pretrained(to_array(c["emb_weight"]), {}, /*freeze=*/false);
       nn::Linear fc(3, 2);

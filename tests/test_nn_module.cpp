@@ -67,8 +67,8 @@ std::optional<std::string> python_with_numpy() {
 // Runs tests/tools/safetensors_np.py; true when it succeeded.
 bool run_tool(const std::string& python, const std::string& command, const std::string& src,
               const std::string& dst) {
-  const std::string cmd = python + " " + tg::test::source_path("tests/tools/safetensors_np.py") + " " + command +
-                          " '" + src + "' '" + dst + "'";
+  const std::string cmd = python + " " + tg::test::source_path("tests/tools/safetensors_np.py") + " " +
+                          command + " '" + src + "' '" + dst + "'";
   return std::system(cmd.c_str()) == 0;
 }
 
@@ -126,8 +126,10 @@ TEST_SUITE("nn") {
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(model.register_module("fc", std::make_shared<nn::Linear>(1, 1)),
                          Contains("'fc' already exists"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(model.register_parameter("a.b", tg::ones({1})), Contains("no '.'"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(model.register_parameter("", tg::ones({1})), Contains("non-empty"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(model.register_parameter("a.b", tg::ones({1})), Contains("no '.'"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(model.register_parameter("", tg::ones({1})), Contains("non-empty"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(model.register_module("none", std::shared_ptr<nn::Linear>()), Contains("is null"),
                          std::invalid_argument);
     CHECK(model.parameters().size() == 4);
@@ -158,7 +160,7 @@ TEST_SUITE("nn") {
     CHECK_FALSE(same_state(a.state_dict(), b.state_dict()));
     b.load_state_dict(a.state_dict());
     CHECK(same_state(a.state_dict(), b.state_dict()));
-    CHECK(b.emb->weight.requires_grad());  // still parameters
+    CHECK(b.emb->weight.requires_grad());             // still parameters
     CHECK_FALSE(b.fc->weight.is_same(a.fc->weight));  // values copied, tensors distinct
   }
 
@@ -172,15 +174,16 @@ TEST_SUITE("nn") {
     bad["extra"] = xt::zeros<float>({3});
     bad["fc.weight"] = xt::zeros<float>({4, 2});  // transposed
     // emb.weight is fine and would be copied first if we did not check everything first.
-    CHECK_THROWS_WITH_AS(model.load_state_dict(bad),
-                         doctest::Contains("missing: scale, fc.bias; unexpected: extra; wrong shape: fc.weight "
-                                           "(expected [2, 4], got [4, 2])"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        model.load_state_dict(bad),
+        doctest::Contains("missing: scale, fc.bias; unexpected: extra; wrong shape: fc.weight "
+                          "(expected [2, 4], got [4, 2])"),
+        std::invalid_argument);
     CHECK(same_state(model.state_dict(), before));
 
     // strict = false skips missing and unexpected names, but never a wrong shape.
-    CHECK_THROWS_WITH_AS(model.load_state_dict(bad, /*strict=*/false), doctest::Contains("wrong shape: fc.weight"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(model.load_state_dict(bad, /*strict=*/false),
+                         doctest::Contains("wrong shape: fc.weight"), std::invalid_argument);
     CHECK(same_state(model.state_dict(), before));
     bad.erase("fc.weight");
     model.load_state_dict(bad, /*strict=*/false);
@@ -204,11 +207,12 @@ TEST_SUITE("nn") {
     CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);  // no temp left
 
     // Edge shapes and metadata through the free functions.
-    const nn::StateDict odd{{"scalar", Array(2.5f)}, {"empty", xt::zeros<float>({0, 3})},
-                            {"vector", Array{1.0f, -2.0f, 3.0f}}};
+    const nn::StateDict odd{
+        {"scalar", Array(2.5f)}, {"empty", xt::zeros<float>({0, 3})}, {"vector", Array{1.0f, -2.0f, 3.0f}}};
     nn::save_safetensors(path, odd, {{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
     CHECK(same_state(nn::load_safetensors(path), odd));
-    CHECK(nn::load_safetensors_metadata(path) == nn::Metadata{{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
+    CHECK(nn::load_safetensors_metadata(path) ==
+          nn::Metadata{{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
     CHECK_THROWS_WITH_AS(nn::save_safetensors(path, {{"__metadata__", Array{1.0f}}}),
                          doctest::Contains("'__metadata__' cannot name a tensor"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(nn::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
@@ -267,7 +271,8 @@ TEST_SUITE("nn") {
     auto rejects = [&](const std::string& bytes, const std::string& reason) {
       INFO("expecting: " << reason);
       write_file(path, bytes);
-      CHECK_THROWS_WITH_AS(nn::load_safetensors(path), doctest::Contains(reason.c_str()), nn::SafetensorsError);
+      CHECK_THROWS_WITH_AS(nn::load_safetensors(path), doctest::Contains(reason.c_str()),
+                           nn::SafetensorsError);
       try {
         nn::load_safetensors(path);
       } catch (const nn::SafetensorsError& e) {
@@ -277,7 +282,8 @@ TEST_SUITE("nn") {
     };
     auto entry = [](const std::string& name, const std::string& dtype, const std::string& shape,
                     const std::string& offsets) {
-      return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offsets + "}";
+      return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
+             ",\"data_offsets\":" + offsets + "}";
     };
     const std::string ok = "{" + entry("a", "F32", "[2]", "[0,8]") + "}";
     write_file(path, file_bytes(ok, f32x2));
@@ -289,11 +295,13 @@ TEST_SUITE("nn") {
     rejects(file_bytes(ok, f32x2, uint64_t(1) << 62), "is larger than the limit of 100000000 bytes");
     rejects(file_bytes("{\"a\": ", ""), "the header is not valid JSON");
     rejects(file_bytes("[1, 2]", ""), "the header is not a JSON object");
-    rejects(file_bytes("{\"a\":{\"dtype\":\"F32\"}}", ""), "tensor 'a' needs \"dtype\", \"shape\" and \"data_offsets\"");
+    rejects(file_bytes("{\"a\":{\"dtype\":\"F32\"}}", ""),
+            "tensor 'a' needs \"dtype\", \"shape\" and \"data_offsets\"");
     rejects(file_bytes("{" + entry("a", "F64", "[1]", "[0,8]") + "}", f32x2),
             "tensor 'a' has dtype 'F64'; only F32 (float32) is supported");
     rejects(file_bytes("{" + entry("a", "F32", "[-2]", "[0,8]") + "}", f32x2), "is not a list of sizes");
-    rejects(file_bytes("{" + entry("a", "F32", "[2]", "[0,-8]") + "}", f32x2), "is not a pair of byte offsets");
+    rejects(file_bytes("{" + entry("a", "F32", "[2]", "[0,-8]") + "}", f32x2),
+            "is not a pair of byte offsets");
     rejects(file_bytes("{" + entry("a", "F32", "[2]", "[0,16]") + "}", f32x2),
             "tensor 'a': data_offsets [0, 16] run past the end of the data section (8 bytes)");
     rejects(file_bytes("{" + entry("a", "F32", "[0]", "[8,0]") + "}", f32x2), "end before they begin");
@@ -301,14 +309,17 @@ TEST_SUITE("nn") {
             "tensor 'a': shape [3] of F32 does not fit its data_offsets [0, 8] (8 bytes)");
     rejects(file_bytes("{" + entry("a", "F32", "[4294967296,4294967296,4294967296]", "[0,8]") + "}", f32x2),
             "does not fit");  // the element count overflows 64 bits
-    rejects(file_bytes("{" + entry("a", "F32", "[2]", "[0,8]") + "," + entry("b", "F32", "[2]", "[4,12]") + "}",
-                       f32x2 + f32x2),
-            "tensors 'a' and 'b' overlap");
-    rejects(file_bytes("{" + entry("a", "F32", "[1]", "[4,8]") + "}", f32x2), "bytes 0 to 4 of the data section belong to no tensor");
+    rejects(
+        file_bytes("{" + entry("a", "F32", "[2]", "[0,8]") + "," + entry("b", "F32", "[2]", "[4,12]") + "}",
+                   f32x2 + f32x2),
+        "tensors 'a' and 'b' overlap");
+    rejects(file_bytes("{" + entry("a", "F32", "[1]", "[4,8]") + "}", f32x2),
+            "bytes 0 to 4 of the data section belong to no tensor");
     rejects(file_bytes(ok, f32x2 + f32x2), "the data section holds 16 bytes but the tensors use 8");
-    rejects(file_bytes("{" + entry("a", "F32", "[2]", "[0,8]") + "," + entry("a", "F32", "[2]", "[8,16]") + "}",
-                       f32x2 + f32x2),
-            "the header names 'a' twice");
+    rejects(
+        file_bytes("{" + entry("a", "F32", "[2]", "[0,8]") + "," + entry("a", "F32", "[2]", "[8,16]") + "}",
+                   f32x2 + f32x2),
+        "the header names 'a' twice");
     rejects(file_bytes("{\"__metadata__\":{\"k\":1}}", ""), "__metadata__ value for 'k' is not a string");
     rejects(file_bytes("{\"__metadata__\":[]}", ""), "__metadata__ is not a JSON object");
     rejects(file_bytes("{\"a\":{\"dtype\":7,\"shape\":[],\"data_offsets\":[0,4]}}", "1234"),
@@ -350,8 +361,8 @@ TEST_SUITE("nn") {
     // The temporary file cannot be created (its name is taken by a directory).
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     fs::create_directory(tmp);
-    CHECK_THROWS_WITH_AS(nn::save_safetensors(path, big), doctest::Contains("cannot create the temporary file"),
-                         nn::SafetensorsError);
+    CHECK_THROWS_WITH_AS(nn::save_safetensors(path, big),
+                         doctest::Contains("cannot create the temporary file"), nn::SafetensorsError);
     fs::remove(tmp);
     CHECK(same_state(nn::load_safetensors(path), saved));
 

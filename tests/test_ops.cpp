@@ -48,8 +48,9 @@ TEST_SUITE("core.ops") {
   }
 
   TEST_CASE("gradcheck: binary ops, same shape and broadcast") {
-    const std::vector<std::pair<tg::Shape, tg::Shape>> shapes = {
-        {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{2, 3}, {2, 1}}, {{3, 1}, {1, 4}}, {{2, 2, 3}, {2, 1, 3}}, {{4}, {}}};
+    const std::vector<std::pair<tg::Shape, tg::Shape>> shapes = {{{2, 3}, {2, 3}},       {{2, 3}, {3}},
+                                                                 {{2, 3}, {2, 1}},       {{3, 1}, {1, 4}},
+                                                                 {{2, 2, 3}, {2, 1, 3}}, {{4}, {}}};
     for (auto& [sa, sb] : shapes) {
       CAPTURE(tg::shape_str(sa));
       CAPTURE(tg::shape_str(sb));
@@ -88,7 +89,8 @@ TEST_SUITE("core.ops") {
   TEST_CASE("gradcheck: matmul 2-d and batched, linear") {
     check_grad([](const Inputs& x) { return tg::matmul(x[0], x[1]); }, {rnd({3, 4}), rnd({4, 2})});
     check_grad([](const Inputs& x) { return tg::matmul(x[0], x[1]); }, {rnd({2, 3, 4}), rnd({4, 5})});
-    check_grad([](const Inputs& x) { return tg::linear(x[0], x[1], x[2]); }, {rnd({3, 4}), rnd({2, 4}), rnd({2})});
+    check_grad([](const Inputs& x) { return tg::linear(x[0], x[1], x[2]); },
+               {rnd({3, 4}), rnd({2, 4}), rnd({2})});
     check_grad([](const Inputs& x) { return tg::linear(x[0], x[1]); }, {rnd({2, 3, 4}), rnd({5, 4})});
   }
 
@@ -150,7 +152,8 @@ TEST_SUITE("core.ops") {
     CHECK(h.value() == Array{{0, 0, 1}, {1, 0, 0}, {0, 1, 0}});
     CHECK_FALSE(h.requires_grad());
     CHECK(tg::one_hot(tg::Indices{{1, 0}, {3, 3}}, 4).shape() == tg::Shape{2, 2, 4});
-    CHECK_THROWS_WITH_AS(tg::one_hot(tg::Indices{0, 4}, 4), doctest::Contains("one_hot: index 4"), std::out_of_range);
+    CHECK_THROWS_WITH_AS(tg::one_hot(tg::Indices{0, 4}, 4), doctest::Contains("one_hot: index 4"),
+                         std::out_of_range);
     CHECK_THROWS_AS(tg::one_hot(tg::Indices{-1}, 3), std::out_of_range);
   }
 
@@ -172,10 +175,9 @@ TEST_SUITE("core.ops") {
     run("log_softmax_dim0", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 0); });
     run("log_softmax_big", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 1); });
     run("softmax_dim1", [](Inputs& x, const J&) { return tg::softmax(x[0], 1); });
-    const std::pair<const char*, tg::Reduction> reductions[] = {
-        {"cross_entropy_mean", tg::Reduction::mean},
-        {"cross_entropy_sum", tg::Reduction::sum},
-        {"cross_entropy_none", tg::Reduction::none}};
+    const std::pair<const char*, tg::Reduction> reductions[] = {{"cross_entropy_mean", tg::Reduction::mean},
+                                                                {"cross_entropy_sum", tg::Reduction::sum},
+                                                                {"cross_entropy_none", tg::Reduction::none}};
     for (auto [name, r] : reductions)
       run(name, [r = r](Inputs& x, const J& c) {
         return tg::cross_entropy(x[0], tg::test::to_int_array(c.at("target")), r);
@@ -196,28 +198,40 @@ TEST_SUITE("core.ops") {
 
   TEST_CASE("shape errors name the op and both shapes") {
     Tensor a = tg::zeros({2, 3}), b = tg::zeros({4}), c = tg::zeros({3, 5});
-    CHECK_THROWS_WITH_AS(a + b, "add: shapes [2, 3] and [4] cannot be broadcast together", std::invalid_argument);
+    CHECK_THROWS_WITH_AS(a + b, "add: shapes [2, 3] and [4] cannot be broadcast together",
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(a - b, doctest::Contains("sub: shapes [2, 3] and [4]"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(a * b, doctest::Contains("mul: shapes [2, 3] and [4]"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(a / b, doctest::Contains("div: shapes [2, 3] and [4]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::matmul(a, a), doctest::Contains("matmul: shapes [2, 3] and [2, 3]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::matmul(a, a), doctest::Contains("matmul: shapes [2, 3] and [2, 3]"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::matmul(b, c), doctest::Contains("matmul"), std::invalid_argument);
     CHECK_NOTHROW(tg::matmul(a, c));
-    CHECK_THROWS_WITH_AS(tg::linear(a, c), doctest::Contains("linear: input [2, 3] does not fit weight [3, 5]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::linear(a, tg::zeros({5, 3}), tg::zeros({4})), doctest::Contains("bias [4]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::linear(a, c),
+                         doctest::Contains("linear: input [2, 3] does not fit weight [3, 5]"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::linear(a, tg::zeros({5, 3}), tg::zeros({4})), doctest::Contains("bias [4]"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::sum(a, 2), doctest::Contains("sum: dim 2"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::max(a, -3), doctest::Contains("max: dim -3"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::softmax(a, 5), doctest::Contains("softmax"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::reshape(a, {4, -1}), doctest::Contains("reshape"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::reshape(a, {5}), doctest::Contains("[2, 3]"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::transpose(a, 0, 2), doctest::Contains("transpose"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::index_select(a, 1, tg::Indices{0}), doctest::Contains("index_select"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::index_select(a, 0, tg::Indices{2}), "index_select: index 2 out of range for size 2", std::out_of_range);
+    CHECK_THROWS_WITH_AS(tg::index_select(a, 1, tg::Indices{0}), doctest::Contains("index_select"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::index_select(a, 0, tg::Indices{2}),
+                         "index_select: index 2 out of range for size 2", std::out_of_range);
     CHECK_THROWS_AS(tg::index_select(a, 0, tg::Indices{-1}), std::out_of_range);
-    CHECK_THROWS_WITH_AS(tg::cross_entropy(a, tg::Indices{0, 3}), "cross_entropy: index 3 out of range for size 3", std::out_of_range);
-    CHECK_THROWS_WITH_AS(tg::cross_entropy(a, tg::Indices{0}), doctest::Contains("target must be [N] = [2]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::cross_entropy(b, tg::Indices{0}), doctest::Contains("[N, C]"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::mse_loss(a, tg::zeros({3, 2})), doctest::Contains("mse_loss: input [2, 3] and target [3, 2]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::cross_entropy(a, tg::Indices{0, 3}),
+                         "cross_entropy: index 3 out of range for size 3", std::out_of_range);
+    CHECK_THROWS_WITH_AS(tg::cross_entropy(a, tg::Indices{0}), doctest::Contains("target must be [N] = [2]"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::cross_entropy(b, tg::Indices{0}), doctest::Contains("[N, C]"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::mse_loss(a, tg::zeros({3, 2})),
+                         doctest::Contains("mse_loss: input [2, 3] and target [3, 2]"),
+                         std::invalid_argument);
   }
 
   TEST_CASE("zero-size edge cases do not crash") {

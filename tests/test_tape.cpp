@@ -9,7 +9,9 @@ using tg::Array;
 using tg::Tensor;
 
 namespace {
-std::size_t live() { return tg::Tape::current().live_count(); }
+std::size_t live() {
+  return tg::Tape::current().live_count();
+}
 }  // namespace
 
 TEST_SUITE("core.tape") {
@@ -23,7 +25,7 @@ TEST_SUITE("core.tape") {
 
   TEST_CASE("a non-leaf reused by several ops") {
     Tensor x({1.0f, -2.0f}, true);
-    Tensor h = tg::tanh(x);               // reused three times
+    Tensor h = tg::tanh(x);  // reused three times
     Tensor y = tg::sum(h * h + h * 2.0f + tg::exp(h));
     y.backward();
     Array t = xt::tanh(x.value());
@@ -92,12 +94,12 @@ TEST_SUITE("core.tape") {
 
   TEST_CASE("a second backward reaching a released part fails before touching anything") {
     Tensor x({3.0f}, true), w({2.0f}, true);
-    Tensor h = x * x;           // shared part
+    Tensor h = x * x;  // shared part
     Tensor y1 = h * 1.0f;
-    y1.backward();               // releases h's entry too
-    Tensor y2 = h * w;           // new op on top of a released graph
+    y1.backward();      // releases h's entry too
+    Tensor y2 = h * w;  // new op on top of a released graph
     CHECK_THROWS_WITH_AS(y2.backward(), doctest::Contains("already released"), std::logic_error);
-    CHECK(w.grad().empty());     // the new entry did not run either
+    CHECK(w.grad().empty());  // the new entry did not run either
     CHECK(x.grad().dense()(0) == 6.0f);
   }
 
@@ -113,8 +115,11 @@ TEST_SUITE("core.tape") {
   TEST_CASE("backward argument errors") {
     Tensor w({1.0f, 2.0f}, true);
     Tensor y = w * 2.0f;
-    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("shape [2]: pass backward(gradient)"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(y.backward(Array{1.0f}), doctest::Contains("gradient of shape [1] for a tensor of shape [2]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("shape [2]: pass backward(gradient)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(y.backward(Array{1.0f}),
+                         doctest::Contains("gradient of shape [1] for a tensor of shape [2]"),
+                         std::invalid_argument);
     CHECK_THROWS_AS(Tensor({1.0f}).backward(), std::logic_error);
     y.backward(Array{1.0f, 10.0f});  // an explicit seed works on a non-scalar
     CHECK(w.grad().dense() == Array({2.0f, 20.0f}));
@@ -147,7 +152,7 @@ TEST_SUITE("core.tape") {
       Tensor out = tg::sum(tg::tanh(tg::matmul(tg::full({2, 4}, 0.1f), w)));
       if (i == 0) first = out.creator();
     }
-    CHECK(first.expired());   // the graph died with its output
+    CHECK(first.expired());  // the graph died with its output
     CHECK(live() == before);
     // The tape's own slot list is pruned as it grows: bounded, not 30000 entries.
     CHECK(tg::Tape::current().slots() < 200);

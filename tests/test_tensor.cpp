@@ -12,7 +12,7 @@ TEST_SUITE("core") {
     Tensor a({1.0f, 2.0f, 3.0f}, true);
     Tensor b = a;
     CHECK(b.is_same(a));
-    b.data()(0) = 10.0f;  // raw write through one handle ...
+    b.data()(0) = 10.0f;           // raw write through one handle ...
     CHECK(a.value()(0) == 10.0f);  // ... is seen through the other
     b.accumulate_grad(Array{1.0f, 1.0f, 1.0f});
     CHECK(a.grad().is_dense());
@@ -166,7 +166,8 @@ TEST_SUITE("core.grad") {
 
   TEST_CASE("accumulation checks shapes and names both") {
     Grad g;
-    CHECK_THROWS_WITH_AS(g.add(Array{1, 2, 3}, tg::Shape{2}), doctest::Contains("[3]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(g.add(Array{1, 2, 3}, tg::Shape{2}), doctest::Contains("[3]"),
+                         std::invalid_argument);
     CHECK(g.empty());
     CHECK_THROWS_WITH_AS(g.add(rows_of({0}, Array{{1, 2, 3}}, 4), tg::Shape{4, 2}),
                          doctest::Contains("[4, 2]"), std::invalid_argument);

@@ -96,26 +96,47 @@ Options parse(int argc, char** argv) {
   };
   for (; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") { std::cout << usage; std::exit(0); }
-    else if (a == "--data") o.data = value(a);
-    else if (a == "--mode") o.mode = value(a);
-    else if (a == "--optim") o.optim = value(a);
-    else if (a == "--values") o.values = value(a);
-    else if (a == "--dim") o.dim = count(a);
-    else if (a == "--batch") o.batch = count(a);
-    else if (a == "--epochs") o.epochs = count(a);
-    else if (a == "--max-vocab") o.max_vocab = count(a);
-    else if (a == "--min-df") o.min_df = static_cast<int64_t>(count(a));
-    else if (a == "--lr") o.lr = number(a);
-    else if (a == "--test-fraction") o.test_fraction = number(a);
-    else if (a == "--seed") o.seed = count(a);
-    else if (a == "--save") o.save = value(a);
-    else if (a == "--load") o.load = value(a);
-    else if (a == "--metrics") o.metrics = value(a);
-    else if (a == "--plot") o.plot = value(a);
-    else if (a == "--predictions") o.predictions = value(a);
-    else if (o.command == "predict" && a.rfind("--", 0) != 0) o.texts.push_back(a);
-    else throw std::invalid_argument("unknown option '" + a + "' (see --help)");
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      std::exit(0);
+    } else if (a == "--data")
+      o.data = value(a);
+    else if (a == "--mode")
+      o.mode = value(a);
+    else if (a == "--optim")
+      o.optim = value(a);
+    else if (a == "--values")
+      o.values = value(a);
+    else if (a == "--dim")
+      o.dim = count(a);
+    else if (a == "--batch")
+      o.batch = count(a);
+    else if (a == "--epochs")
+      o.epochs = count(a);
+    else if (a == "--max-vocab")
+      o.max_vocab = count(a);
+    else if (a == "--min-df")
+      o.min_df = static_cast<int64_t>(count(a));
+    else if (a == "--lr")
+      o.lr = number(a);
+    else if (a == "--test-fraction")
+      o.test_fraction = number(a);
+    else if (a == "--seed")
+      o.seed = count(a);
+    else if (a == "--save")
+      o.save = value(a);
+    else if (a == "--load")
+      o.load = value(a);
+    else if (a == "--metrics")
+      o.metrics = value(a);
+    else if (a == "--plot")
+      o.plot = value(a);
+    else if (a == "--predictions")
+      o.predictions = value(a);
+    else if (o.command == "predict" && a.rfind("--", 0) != 0)
+      o.texts.push_back(a);
+    else
+      throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }
   auto one_of = [](const std::string& flag, const std::string& v, std::vector<std::string> allowed) {
     if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
@@ -145,8 +166,8 @@ struct Featurizer {
 
   tg::data::CsrBatch rows(const Docs& docs) const {
     if (values == "tfidf") return tfidf.transform(docs);
-    return tg::data::to_csr(docs, vocab, values == "binary" ? tg::data::CsrValues::binary
-                                                            : tg::data::CsrValues::counts);
+    return tg::data::to_csr(docs, vocab,
+                            values == "binary" ? tg::data::CsrValues::binary : tg::data::CsrValues::counts);
   }
 };
 
@@ -160,8 +181,8 @@ Docs pick(const Docs& all, const std::vector<int64_t>& ids, std::size_t begin, s
   return out;
 }
 
-tg::Indices pick_targets(const std::vector<int64_t>& all, const std::vector<int64_t>& ids,
-                         std::size_t begin, std::size_t end) {
+tg::Indices pick_targets(const std::vector<int64_t>& all, const std::vector<int64_t>& ids, std::size_t begin,
+                         std::size_t end) {
   tg::Indices y = xt::zeros<int64_t>({end - begin});
   for (std::size_t i = begin; i < end; ++i) y(i - begin) = all[ids[i]];
   return y;
@@ -276,7 +297,8 @@ Eval evaluate(Run& run, const Featurizer& f, const Docs& docs, const std::vector
 // The model is saved in the embedding layout (a linear run is converted:
 // bag.weight = proj.weight^T), with what predict needs in the metadata.
 void save_model(const std::string& path, Run& run, const tg::data::Vocabulary& vocab,
-                const std::vector<std::string>& labels, const std::string& values, const tg::data::Tfidf& tfidf) {
+                const std::vector<std::string>& labels, const std::string& values,
+                const tg::data::Tfidf& tfidf) {
   tg::nn::StateDict state;
   if (run.emb) {
     state = run.emb->state_dict();
@@ -292,7 +314,8 @@ void save_model(const std::string& path, Run& run, const tg::data::Vocabulary& v
   }
   std::string joined;
   for (const std::string& l : labels) joined += (joined.empty() ? "" : "\t") + l;
-  tg::nn::save_safetensors(path, state, {{"labels", joined}, {"values", values}, {"format", "tapegrad-bow 1"}});
+  tg::nn::save_safetensors(path, state,
+                           {{"labels", joined}, {"values", values}, {"format", "tapegrad-bow 1"}});
   vocab.save(path + ".vocab");
 }
 
@@ -320,7 +343,8 @@ Loaded load_model(const std::string& path) {
   m.vocab = tg::data::Vocabulary::load(path + ".vocab");
   if (static_cast<int64_t>(m.state["bag.weight"].shape()[0]) != m.vocab.size())
     throw std::runtime_error(path + ": the weights have " + std::to_string(m.state["bag.weight"].shape()[0]) +
-                             " rows but " + path + ".vocab has " + std::to_string(m.vocab.size()) + " tokens");
+                             " rows but " + path + ".vocab has " + std::to_string(m.vocab.size()) +
+                             " tokens");
   if (m.state["head.weight"].shape()[0] != m.labels.size())
     throw std::runtime_error(path + ": " + std::to_string(m.labels.size()) + " labels for " +
                              std::to_string(m.state["head.weight"].shape()[0]) + " outputs");
@@ -356,7 +380,8 @@ int predict(const Options& o) {
 int train(const Options& o) {
   tg::data::TsvData corpus = tg::data::read_tsv(o.data);
   const std::size_t classes = corpus.label_names.size();
-  if (classes < 2) throw std::runtime_error(o.data + ": needs at least two labels, found " + std::to_string(classes));
+  if (classes < 2)
+    throw std::runtime_error(o.data + ": needs at least two labels, found " + std::to_string(classes));
   tg::data::Split split = tg::data::stratified_split(corpus.targets, o.test_fraction, o.seed);
   const auto spam = std::find(corpus.label_names.begin(), corpus.label_names.end(), "spam");
   const int64_t positive = spam != corpus.label_names.end() ? spam - corpus.label_names.begin() : 1;
@@ -382,11 +407,14 @@ int train(const Options& o) {
   const Docs docs = encode_all(corpus.texts, vocab);
 
   Featurizer f{vocab.size(), loaded ? loaded->values : o.values, {}};
-  if (loaded) f.tfidf = loaded->tfidf;
-  else if (f.values == "tfidf") f.tfidf = tg::data::Tfidf::fit(pick(docs, split.train, 0, split.train.size()), vocab.size());
+  if (loaded)
+    f.tfidf = loaded->tfidf;
+  else if (f.values == "tfidf")
+    f.tfidf = tg::data::Tfidf::fit(pick(docs, split.train, 0, split.train.size()), vocab.size());
 
   // Both runs start from the same weights: the linear model copies the embedding model's.
-  auto first = loaded ? model_from(*loaded, gen) : std::make_unique<EmbeddingModel>(vocab.size(), o.dim, classes, gen);
+  auto first =
+      loaded ? model_from(*loaded, gen) : std::make_unique<EmbeddingModel>(vocab.size(), o.dim, classes, gen);
   const std::size_t dim = first->bag->embedding_dim();
   std::vector<Run> runs;
   if (o.mode != "embedding") {
@@ -400,9 +428,10 @@ int train(const Options& o) {
               o.data.c_str(), corpus.texts.size(), split.train.size(), split.test.size(), classes,
               static_cast<long long>(vocab.size()), dim);
   std::printf("training: mode %s, %s lr %g, batch %zu, %zu epochs, values %s, seed %llu\n\n", o.mode.c_str(),
-              o.optim.c_str(), o.lr, o.batch, o.epochs, f.values.c_str(), static_cast<unsigned long long>(o.seed));
-  std::printf("%-9s %5s %10s %9s %9s %9s %9s %10s %14s\n", "mode", "epoch", "train_loss", "test_loss", "accuracy",
-              "precision", "recall", "ms/step", "grad_bytes/step");
+              o.optim.c_str(), o.lr, o.batch, o.epochs, f.values.c_str(),
+              static_cast<unsigned long long>(o.seed));
+  std::printf("%-9s %5s %10s %9s %9s %9s %9s %10s %14s\n", "mode", "epoch", "train_loss", "test_loss",
+              "accuracy", "precision", "recall", "ms/step", "grad_bytes/step");
   std::printf("(ms/step: median over the epoch; it includes building the batch)\n");
 
   std::vector<StepRecord> steps;
@@ -411,7 +440,8 @@ int train(const Options& o) {
   for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch) {
     // Same batch order for both runs: shuffle the training ids once per epoch.
     std::vector<int64_t> order;
-    for (int64_t i : tg::data::shuffled_indices(static_cast<int64_t>(split.train.size()), o.seed * 1000 + epoch))
+    for (int64_t i :
+         tg::data::shuffled_indices(static_cast<int64_t>(split.train.size()), o.seed * 1000 + epoch))
       order.push_back(split.train[i]);
     const std::size_t batches = (order.size() + o.batch - 1) / o.batch;
     std::vector<EpochRecord> current(runs.size());
@@ -442,15 +472,17 @@ int train(const Options& o) {
       rec.accuracy = e.accuracy;
       rec.precision = e.precision;
       rec.recall = e.recall;
-      std::printf("%-9s %5zu %10.5f %9.5f %9.4f %9.4f %9.4f %10.3f %14.0f\n", rec.mode.c_str(), epoch, rec.train_loss,
-                  rec.test_loss, rec.accuracy, rec.precision, rec.recall, rec.ms_per_step, rec.grad_bytes_per_step);
+      std::printf("%-9s %5zu %10.5f %9.5f %9.4f %9.4f %9.4f %10.3f %14.0f\n", rec.mode.c_str(), epoch,
+                  rec.train_loss, rec.test_loss, rec.accuracy, rec.precision, rec.recall, rec.ms_per_step,
+                  rec.grad_bytes_per_step);
       epochs.push_back(rec);
     }
   }
 
   if (runs.size() == 2) {
     double max_diff = 0;
-    for (std::size_t i = 0; i + 1 < steps.size(); i += 2) max_diff = std::max(max_diff, std::abs(steps[i].loss - steps[i + 1].loss));
+    for (std::size_t i = 0; i + 1 < steps.size(); i += 2)
+      max_diff = std::max(max_diff, std::abs(steps[i].loss - steps[i + 1].loss));
     std::vector<double> ms[2];
     double bytes[2] = {0, 0};
     for (std::size_t i = 0; i < steps.size(); ++i) {  // steps alternate: embedding, linear
@@ -461,12 +493,14 @@ int train(const Options& o) {
     std::printf("linear / embedding: %.1fx the time per step (medians), %.1fx the gradient bytes per step\n",
                 median(ms[1]) / median(ms[0]), bytes[1] / std::max(bytes[0], 1.0));
     if (o.optim == "sgd")
-      std::printf("with SGD both runs apply the same update (absent rows have a zero gradient either way),\n"
-                  "so the curves agree up to float rounding.\n");
+      std::printf(
+          "with SGD both runs apply the same update (absent rows have a zero gradient either way),\n"
+          "so the curves agree up to float rounding.\n");
     else
-      std::printf("with Adam the runs differ on purpose: the linear run's dense gradient lets Adam keep moving\n"
-                  "rows of words that were not in the batch (their moments are not zero); the embedding run's\n"
-                  "sparse gradient updates only the rows in the batch (lazy Adam, like torch.optim.SparseAdam).\n");
+      std::printf(
+          "with Adam the runs differ on purpose: the linear run's dense gradient lets Adam keep moving\n"
+          "rows of words that were not in the batch (their moments are not zero); the embedding run's\n"
+          "sparse gradient updates only the rows in the batch (lazy Adam, like torch.optim.SparseAdam).\n");
   }
 
   Run& best = runs.front();

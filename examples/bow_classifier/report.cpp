@@ -18,9 +18,8 @@ Progress::Progress(std::string label, std::size_t total)
 void Progress::update(std::size_t done, double loss) {
   if (!enabled_ || total_ == 0) return;
   const int width = 30, filled = static_cast<int>(width * done / total_);
-  std::fprintf(stderr, "\r%-10s [%s%s] %zu/%zu loss %.4f", label_.c_str(),
-               std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
-               total_, loss);
+  std::fprintf(stderr, "\r%-10s [%s%s] %zu/%zu loss %.4f", label_.c_str(), std::string(filled, '#').c_str(),
+               std::string(width - filled, ' ').c_str(), done, total_, loss);
   std::fflush(stderr);
 }
 
@@ -39,12 +38,12 @@ void write_metrics_csv(const std::string& path, const std::vector<StepRecord>& s
   std::ofstream out = open_or_throw(path);
   out << "kind,mode,epoch,step,loss,ms,grad_bytes,test_loss,accuracy,precision,recall\n";
   for (const StepRecord& s : steps)
-    out << "step," << s.mode << ',' << s.epoch << ',' << s.step << ',' << s.loss << ',' << s.ms
-        << ',' << s.grad_bytes << ",,,,\n";
+    out << "step," << s.mode << ',' << s.epoch << ',' << s.step << ',' << s.loss << ',' << s.ms << ','
+        << s.grad_bytes << ",,,,\n";
   for (const EpochRecord& e : epochs)
-    out << "epoch," << e.mode << ',' << e.epoch << ",," << e.train_loss << ',' << e.ms_per_step
-        << ',' << e.grad_bytes_per_step << ',' << e.test_loss << ',' << e.accuracy << ','
-        << e.precision << ',' << e.recall << '\n';
+    out << "epoch," << e.mode << ',' << e.epoch << ",," << e.train_loss << ',' << e.ms_per_step << ','
+        << e.grad_bytes_per_step << ',' << e.test_loss << ',' << e.accuracy << ',' << e.precision << ','
+        << e.recall << '\n';
   if (!out) throw std::runtime_error("error writing " + path);
 }
 
@@ -70,8 +69,10 @@ static bool gnuplot_png(const std::string& path, const std::vector<StepRecord>& 
       for (const StepRecord* s : rows) d << s->step << ' ' << s->loss << ' ' << s->ms << '\n';
       d << "\n\n";
       const std::string sep = i ? ", " : "";
-      loss_plot += sep + "'" + data + "' index " + std::to_string(i) + " using 1:2 with lines title '" + mode + "'";
-      ms_plot += sep + "'" + data + "' index " + std::to_string(i) + " using 1:3 with lines title '" + mode + "'";
+      loss_plot +=
+          sep + "'" + data + "' index " + std::to_string(i) + " using 1:2 with lines title '" + mode + "'";
+      ms_plot +=
+          sep + "'" + data + "' index " + std::to_string(i) + " using 1:3 with lines title '" + mode + "'";
       ++i;
     }
     std::ofstream g = open_or_throw(script);
@@ -97,7 +98,9 @@ static void svg_plot(const std::string& path, const std::vector<StepRecord>& ste
       << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
   const char* titles[] = {"training loss per step", "ms per step (log scale)"};
   for (int panel = 0; panel < 2; ++panel) {
-    auto value = [&](const StepRecord* s) { return panel == 0 ? s->loss : std::log10(std::max(s->ms, 1e-3)); };
+    auto value = [&](const StepRecord* s) {
+      return panel == 0 ? s->loss : std::log10(std::max(s->ms, 1e-3));
+    };
     double xmax = 1, ymin = 1e300, ymax = -1e300;
     for (auto& [mode, rows] : modes)
       for (const StepRecord* s : rows) {
@@ -110,8 +113,8 @@ static void svg_plot(const std::string& path, const std::vector<StepRecord>& ste
     svg << "<text x='" << x0 << "' y='" << pad - 15 << "'>" << titles[panel] << "</text>\n"
         << "<rect x='" << x0 << "' y='" << pad << "' width='" << w << "' height='" << h
         << "' fill='none' stroke='#999'/>\n"
-        << "<text x='" << x0 - 45 << "' y='" << pad + 10 << "'>"
-        << (panel == 0 ? ymax : std::pow(10, ymax)) << "</text>\n"
+        << "<text x='" << x0 - 45 << "' y='" << pad + 10 << "'>" << (panel == 0 ? ymax : std::pow(10, ymax))
+        << "</text>\n"
         << "<text x='" << x0 - 45 << "' y='" << y0 << "'>" << (panel == 0 ? ymin : std::pow(10, ymin))
         << "</text>\n<text x='" << x0 + w - 40 << "' y='" << y0 + 18 << "'>step " << xmax << "</text>\n";
     int c = 0;
@@ -119,8 +122,8 @@ static void svg_plot(const std::string& path, const std::vector<StepRecord>& ste
       svg << "<polyline fill='none' stroke-width='1.2' stroke='" << colors[c % 3] << "' points='";
       for (const StepRecord* s : rows)
         svg << x0 + w * s->step / xmax << ',' << y0 - h * (value(s) - ymin) / (ymax - ymin) << ' ';
-      svg << "'/>\n<text x='" << x0 + w - 90 << "' y='" << pad + 18 + 16 * c << "' fill='"
-          << colors[c % 3] << "'>" << mode << "</text>\n";
+      svg << "'/>\n<text x='" << x0 + w - 90 << "' y='" << pad + 18 + 16 * c << "' fill='" << colors[c % 3]
+          << "'>" << mode << "</text>\n";
       ++c;
     }
   }

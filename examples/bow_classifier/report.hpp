@@ -25,7 +25,7 @@ struct EpochRecord {
   double train_loss = 0;  // mean over the epoch's steps
   double test_loss = 0;
   double accuracy = 0, precision = 0, recall = 0;  // precision/recall of the positive class
-  double ms_per_step = 0;  // median
+  double ms_per_step = 0;                          // median
   double grad_bytes_per_step = 0;
 };
 
