@@ -1,0 +1,698 @@
+// What a user's mistake does: the README's error table, one test case per row.
+//
+// Each mistake must throw the documented exception type with a message that
+// names the op (or the file and line), and must leave everything as it was. A
+// model part-way through training (a Rig: Adam has state, a gradient is waiting
+// for the next step) makes the mistake; a control Rig built the same way does
+// not. Afterwards both must hold the same values and gradients, nothing may be
+// left on the tape, and one more optimizer step and one more training step must
+// give both the same values again (so Adam's moments and step counts agree too).
+//
+// The last test cases are about the long haul: a save that fails part-way, and
+// memory that stays flat over 1,000 training steps (scripts/longrun runs 10,000).
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string_view>
+#include <typeinfo>
+
+#include "data/tsv.hpp"
+#include "data/vocabulary.hpp"
+#include "helpers.hpp"
+#include "tapegrad.hpp"
+
+using tg::Array;
+using tg::Indices;
+using tg::Tensor;
+namespace fs = std::filesystem;
+namespace nn = tg::nn;
+
+namespace {
+
+// ------------------------------------------------------------ the patient
+
+// Bag of words plus a per-document "kind" embedding, then a linear head:
+// EmbeddingBag, Embedding and Linear all get gradients.
+struct Net : nn::Module {
+  std::shared_ptr<nn::EmbeddingBag> bag;
+  std::shared_ptr<nn::Embedding> kind;
+  std::shared_ptr<nn::Linear> head;
+  Net() {
+    tg::Generator gen(3);
+    bag = register_module("bag", std::make_shared<nn::EmbeddingBag>(
+                                     6, 3, nn::EmbeddingBagOptions{.mode = nn::EmbeddingBagMode::sum}, gen));
+    kind = register_module("kind", std::make_shared<nn::Embedding>(4, 3, nn::EmbeddingOptions{}, gen));
+    head = register_module("head", std::make_shared<nn::Linear>(3, 2, true, gen));
+  }
+  // [3 bags of words] -> [3, 2] logits
+  Tensor forward(const Indices& words, const Indices& offsets, const Indices& kinds) {
+    return head->forward(tg::tanh(bag->forward(words, offsets) + kind->forward(kinds)));
+  }
+};
+
+const Indices words = {0, 2, 5, 1, 1, 3};  // three bags: {0, 2}, {5, 1}, {1, 3}
+const Indices offsets = {0, 2, 4};
+const Indices kinds = {1, 0, 3};
+const Indices labels = {0, 1, 1};
+
+// A model part-way through training: two Adam steps taken, and the gradient of
+// a third batch waiting in the slots.
+struct Rig {
+  Net net;
+  tg::optim::Adam opt{net.parameters(), {.lr = 0.05}};
+  Rig() {
+    for (int i = 0; i < 2; ++i) step();
+    opt.zero_grad();
+    loss().backward();
+  }
+  Tensor logits() { return net.forward(words, offsets, kinds); }
+  Tensor loss() { return tg::cross_entropy(logits(), labels); }
+  void step() {
+    opt.zero_grad();
+    loss().backward();
+    opt.step();
+  }
+};
+
+bool same_grad(const tg::Grad& a, const tg::Grad& b) {
+  if (a.empty() || b.empty()) return a.empty() && b.empty();
+  if (a.is_dense() != b.is_dense()) return false;
+  if (a.is_dense()) return a.dense() == b.dense();
+  return a.sparse().rows == b.sparse().rows && a.sparse().values == b.sparse().values &&
+         a.sparse().num_rows == b.sparse().num_rows;
+}
+
+void check_same_values(Rig& rig, Rig& control, const char* when) {
+  auto p = rig.net.named_parameters(), q = control.net.named_parameters();
+  REQUIRE(p.size() == q.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    INFO(when << ": " << p[i].first);
+    CHECK(p[i].second.value() == q[i].second.value());  // exact: same operations, same order
+  }
+}
+
+// `rig` made a mistake and `control` did not: nothing may tell them apart.
+void check_intact(Rig& rig, Rig& control) {
+  CHECK(tg::Tape::current().live_count() == 0);
+  check_same_values(rig, control, "values");
+  auto p = rig.net.named_parameters(), q = control.net.named_parameters();
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    INFO("gradient of " << p[i].first);
+    CHECK(same_grad(p[i].second.grad(), q[i].second.grad()));
+  }
+  rig.opt.step();  // applies the waiting gradient with Adam's moments and step count
+  control.opt.step();
+  check_same_values(rig, control, "after the waiting step");
+  rig.step();
+  control.step();
+  check_same_values(rig, control, "after one more training step");
+}
+
+// Runs f, which must throw E (or a type derived from it); returns what().
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("threw " << typeid(e).name() << " instead of " << typeid(E).name() << ": " << e.what());
+  }
+  FAIL("did not throw " << typeid(E).name());
+  return "";
+}
+
+void check_mentions(const std::string& message, std::initializer_list<std::string_view> parts) {
+  for (std::string_view part : parts)
+    CHECK_MESSAGE(message.find(part) != std::string::npos, "\"" << part << "\" is not in: " << message);
+}
+
+}  // namespace
+
+// EXPECT_ERROR(Type, expression, "fragment", ...): the expression throws Type
+// and the message holds every fragment.
+#define EXPECT_ERROR(E, expr, ...)                                       \
+  do {                                                                   \
+    INFO("expression: " #expr);                                          \
+    check_mentions(message_of<E>([&] { (void)(expr); }), {__VA_ARGS__}); \
+  } while (0)
+
+namespace {
+
+// ------------------------------------------------------------ files
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int count = 0;
+    path = fs::temp_directory_path() /
+           ("tapegrad_errors_" + std::to_string(::getpid()) + "_" + std::to_string(count++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A safetensors file: 8-byte little-endian length (the header's, unless given), header, data.
+std::string safetensors_bytes(const std::string& header, const std::string& data = "",
+                              std::optional<uint64_t> length = std::nullopt) {
+  const uint64_t n = length.value_or(header.size());
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + header + data;
+}
+
+std::string floats(std::initializer_list<float> values) {
+  std::string out;
+  for (float v : values) out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  return out;
+}
+
+// Files left in `dir` whose name starts with `stem`.tmp (a save's temporary).
+std::size_t temporaries(const fs::path& dir, const std::string& stem) {
+  std::size_t n = 0;
+  for (const auto& entry : fs::directory_iterator(dir))
+    n += entry.path().filename().string().rfind(stem + ".tmp", 0) == 0;
+  return n;
+}
+
+// Lowers the file size limit while it lives: a write past it fails with EFBIG,
+// as on a full disk. SIGXFSZ is ignored meanwhile (its default ends the process).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit small{bytes, old_.rlim_max};
+    setrlimit(RLIMIT_FSIZE, &small);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    ::signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_;
+};
+
+// ------------------------------------------------------------ memory
+
+// Resident set size in bytes, from /proc/self/statm (0 where there is none).
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// AddressSanitizer keeps freed memory in quarantine, so RSS grows there by design.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+#else
+constexpr bool sanitized = false;
+#endif
+
+}  // namespace
+
+TEST_SUITE("errors") {
+  TEST_CASE("the control works: two rigs built alike stay alike") {
+    Rig rig, control;
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("shape mismatch: each op throws std::invalid_argument naming itself and the shapes") {
+    Rig rig, control;
+    using E = std::invalid_argument;
+    const Tensor w = rig.net.head->weight;  // [2, 3], a parameter with a waiting gradient
+    const Tensor v({1.0f, 2.0f, 3.0f, 4.0f});
+    const Tensor x(xt::ones<float>({5, 4}));
+
+    EXPECT_ERROR(E, w + v, "add: shapes [2, 3] and [4] cannot be broadcast together");
+    EXPECT_ERROR(E, w - v, "sub", "[2, 3]", "[4]");
+    EXPECT_ERROR(E, w * v, "mul", "[2, 3]", "[4]");
+    EXPECT_ERROR(E, w / v, "div", "[2, 3]", "[4]");
+    EXPECT_ERROR(E, tg::matmul(w, w), "matmul: shapes [2, 3] and [2, 3]", "inner dimensions differ (3 vs 2)");
+    EXPECT_ERROR(E, tg::matmul(v, w), "matmul", "[4]", "[2, 3]");
+    EXPECT_ERROR(E, tg::linear(x, w), "linear: input [5, 4] does not fit weight [2, 3]");
+    EXPECT_ERROR(E, tg::linear(Tensor(xt::ones<float>({5, 3})), w, v), "linear: bias [4] for weight [2, 3]");
+    EXPECT_ERROR(E, (*rig.net.head)(x), "linear", "[5, 4]", "[2, 3]");
+    EXPECT_ERROR(E, tg::sum(w, 2), "sum: dim 2 out of range", "2 dims");
+    EXPECT_ERROR(E, tg::mean(w, -3), "mean: dim -3");
+    EXPECT_ERROR(E, tg::max(w, 5), "max: dim 5");
+    EXPECT_ERROR(E, tg::softmax(w, 2), "softmax: dim 2");
+    EXPECT_ERROR(E, tg::log_softmax(w, -3), "log_softmax: dim -3");
+    EXPECT_ERROR(E, tg::transpose(w, 0, 2), "transpose: dim 2");
+    EXPECT_ERROR(E, tg::mean(Tensor(xt::zeros<float>({0}))), "mean", "[0]", "empty");
+    EXPECT_ERROR(E, tg::max(Tensor(xt::zeros<float>({0, 3})), 0), "max", "[0, 3]", "empty");
+    EXPECT_ERROR(E, tg::reshape(w, {4, 2}), "reshape: shape [4, 2] does not fit the 6 elements of [2, 3]");
+    EXPECT_ERROR(E, tg::reshape(w, {-1, -1}), "reshape", "only one -1");
+    EXPECT_ERROR(E, tg::index_select(w, 1, Indices{0}), "index_select", "dim 1");
+    EXPECT_ERROR(E, tg::index_select(w, 0, Indices(xt::zeros<int64_t>({1, 1}))),
+                 "index_select: index must be 1-d", "[1, 1]");
+    EXPECT_ERROR(E, tg::one_hot(Indices(xt::zeros<int64_t>({0})), -1), "one_hot", "num_classes -1");
+    EXPECT_ERROR(E, tg::cross_entropy(v, labels), "cross_entropy: input must be [N, C]; got [4]");
+    EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{0, 1}), "cross_entropy: target must be [N] = [3]",
+                 "got shape [2]");
+    EXPECT_ERROR(E, tg::nll_loss(rig.logits(), Indices{{0, 1, 1}}), "nll_loss", "[1, 3]");
+    EXPECT_ERROR(E, tg::mse_loss(w, v), "mse_loss: input [2, 3] and target [4]");
+    EXPECT_ERROR(E, w.item(), "item", "[2, 3]", "6 elements");
+    EXPECT_ERROR(E, rig.net.bag->forward(Indices{{0, 1}}, offsets), "EmbeddingBag", "1-D", "[1, 2]");
+    EXPECT_ERROR(E, rig.net.bag->forward(words), "EmbeddingBag", "2-D", "[6]");
+    {
+      Tensor y = w * 2.0f;
+      EXPECT_ERROR(E, y.backward(Array(xt::ones<float>({3}))), "backward: gradient of shape [3]", "[2, 3]");
+    }
+    {
+      tg::NoGradGuard no_grad;
+      Tensor p = rig.net.head->weight;
+      EXPECT_ERROR(E, p.copy_(xt::zeros<float>({3, 2})), "copy_: source of shape [3, 2]", "[2, 3]");
+    }
+    Tensor p = rig.net.head->weight;
+    EXPECT_ERROR(E, p.accumulate_grad(Array(xt::ones<float>({3}))), "accumulate_grad: gradient of shape [3]",
+                 "[2, 3]");
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("index out of range or negative: std::out_of_range naming the op, the index and the size") {
+    Rig rig, control;
+    using E = std::out_of_range;
+    nn::Embedding& kind = *rig.net.kind;
+    nn::EmbeddingBag& bag = *rig.net.bag;
+    const Tensor w = rig.net.head->weight;  // [2, 3]
+
+    EXPECT_ERROR(E, kind(Indices{0, 4}), "Embedding: index 4 out of range for size 4");
+    EXPECT_ERROR(E, kind(Indices{{1, -1}}), "Embedding: index -1 out of range for size 4");
+    EXPECT_ERROR(E, bag(Indices{0, 6}, Indices{0}), "EmbeddingBag: index 6 out of range for size 6");
+    EXPECT_ERROR(E, bag(Indices{-2, 1}, Indices{0}), "EmbeddingBag: index -2");
+    EXPECT_ERROR(E, bag(Indices{{0, 9}}), "EmbeddingBag: index 9");
+    EXPECT_ERROR(E, bag(nn::CsrInput{{0, 2}, {1, -3}, {}}), "EmbeddingBag: index -3");
+    EXPECT_ERROR(E, tg::index_select(w, 0, Indices{1, 2}), "index_select: index 2 out of range for size 2");
+    EXPECT_ERROR(E, tg::index_select(w, 0, Indices{-1}), "index_select: index -1");
+    EXPECT_ERROR(E, tg::one_hot(Indices{0, 3}, 3), "one_hot: index 3 out of range for size 3");
+    EXPECT_ERROR(E, tg::one_hot(Indices{-1}, 3), "one_hot: index -1");
+    // A label out of range in the middle of a training step: the forward pass
+    // was already recorded, and must be freed again as the exception unwinds.
+    EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{0, 2, 1}),
+                 "cross_entropy: index 2 out of range for size 2");
+    EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{-1, 0, 0}), "cross_entropy: index -1");
+    EXPECT_ERROR(E, tg::nll_loss(tg::log_softmax(rig.logits()), Indices{0, 0, 5}), "nll_loss: index 5");
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("EmbeddingBag offsets not starting at 0, decreasing or past the end") {
+    Rig rig, control;
+    nn::EmbeddingBag& bag = *rig.net.bag;
+    using Bad = std::invalid_argument;
+
+    EXPECT_ERROR(Bad, bag(words, Indices{1, 2}), "EmbeddingBag: offsets[0] must be 0; got 1");
+    EXPECT_ERROR(Bad, bag(words, Indices{-1, 0}), "EmbeddingBag: offsets[0] must be 0; got -1");
+    EXPECT_ERROR(Bad, bag(words, Indices{0, 3, 2}),
+                 "EmbeddingBag: offsets must not decrease; offsets[2] = 2 < offsets[1] = 3");
+    EXPECT_ERROR(std::out_of_range, bag(words, Indices{0, 7}),
+                 "EmbeddingBag: offsets[1] = 7 is past the end of the input (6 indices)");
+    EXPECT_ERROR(Bad, bag(words, Indices{{0, 2}}), "EmbeddingBag: offsets must be 1-D; got shape [1, 2]");
+    // CSR indptr follows the same rules, plus it must end at the number of indices.
+    EXPECT_ERROR(Bad, bag(nn::CsrInput{{1, 3}, {0, 1, 2}, {}}), "EmbeddingBag: offsets[0] must be 0; got 1");
+    EXPECT_ERROR(Bad, bag(nn::CsrInput{{0, 3, 1, 3}, {0, 1, 2}, {}}), "offsets must not decrease");
+    EXPECT_ERROR(Bad, bag(nn::CsrInput{{0, 2}, {0, 1, 2}, {}}),
+                 "CSR indptr must end at the number of indices (3); got 2");
+    EXPECT_ERROR(Bad, bag(nn::CsrInput{{}, {}, {}}), "CSR indptr", "empty indptr");
+    {
+      nn::EmbeddingBag last(6, 3, {.mode = nn::EmbeddingBagMode::sum, .include_last_offset = true});
+      const Array before = last.weight.value();
+      EXPECT_ERROR(Bad, last(words, Indices{0, 2}), "include_last_offset",
+                   "must be the input's length 6; got 2");
+      EXPECT_ERROR(Bad, last(words, Indices(xt::zeros<int64_t>({0}))),
+                   "include_last_offset needs at least one offset");
+      CHECK(last.weight.value() == before);
+      CHECK(last.weight.grad().empty());
+    }
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("per_sample_weights of the wrong length, or with a mode other than sum") {
+    Rig rig, control;
+    nn::EmbeddingBag& bag = *rig.net.bag;
+    using E = std::invalid_argument;
+    Tensor five(xt::ones<float>({5}), true);  // requires grad: it must not get one
+    Tensor six(xt::ones<float>({6}), true);
+
+    EXPECT_ERROR(E, bag(words, offsets, five),
+                 "EmbeddingBag: per_sample_weights of shape [5] for input of shape [6]");
+    EXPECT_ERROR(E, bag(Indices{{0, 1, 2}, {3, 4, 5}}, Tensor(xt::ones<float>({3, 2}))),
+                 "per_sample_weights of shape [3, 2] for input of shape [2, 3]");
+    EXPECT_ERROR(E, bag(nn::CsrInput{{0, 3}, {0, 1, 2}, {1.0f, 2.0f}}),
+                 "EmbeddingBag: CSR has 2 values for 3 indices");
+    CHECK(five.grad().empty());
+
+    for (auto mode : {nn::EmbeddingBagMode::mean, nn::EmbeddingBagMode::max}) {
+      nn::EmbeddingBag other(6, 3, {.mode = mode});
+      const Array before = other.weight.value();
+      const char* name = mode == nn::EmbeddingBagMode::mean ? "'mean'" : "'max'";
+      EXPECT_ERROR(E, other(words, offsets, six), "per_sample_weights are only supported for mode 'sum'",
+                   name);
+      EXPECT_ERROR(E, other(nn::CsrInput{{0, 6}, {0, 1, 2, 3, 4, 5}, {1, 1, 1, 1, 1, 1}}),
+                   "CSR values act as per-sample weights", name);
+      CHECK(other.weight.value() == before);
+    }
+    CHECK(six.grad().empty());
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("backward twice, on a non-scalar, on a tensor without grad") {
+    Rig rig, control;
+    Tensor loss = rig.loss(), control_loss = control.loss();
+    loss.backward();
+    control_loss.backward();  // the control gets the same (legitimate) first backward
+
+    EXPECT_ERROR(std::logic_error, loss.backward(), "backward: op 'nll_loss'",
+                 "was already released by an earlier backward()", "retain_graph = true");
+    EXPECT_ERROR(std::invalid_argument, rig.logits().backward(),
+                 "backward: a gradient can only be implied for a one-element tensor", "[3, 2]",
+                 "pass backward(gradient)");
+    EXPECT_ERROR(std::logic_error, Tensor({1.0f}).backward(), "backward: the tensor does not require grad");
+    {
+      tg::NoGradGuard no_grad;
+      Tensor evaluated = rig.loss();  // computed under NoGradGuard: no graph
+      EXPECT_ERROR(std::logic_error, evaluated.backward(), "does not require grad", "NoGradGuard");
+    }
+    loss = control_loss = Tensor();
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("an optimizer given the same parameter twice, a non-leaf, or a tensor without grad") {
+    Rig rig, control;
+    using E = std::invalid_argument;
+    std::vector<Tensor> twice = rig.net.parameters();  // bag.weight, kind.weight, head.weight, head.bias
+    twice.push_back(rig.net.bag->weight);
+
+    EXPECT_ERROR(E, tg::optim::SGD(twice, {.lr = 0.1}),
+                 "SGD: parameter 4 (shape [6, 3]) is the same tensor as parameter 0");
+    EXPECT_ERROR(E, tg::optim::Adam(twice), "Adam: parameter 4", "same tensor as parameter 0");
+    EXPECT_ERROR(E, tg::optim::AdamW(twice), "AdamW: parameter 4", "same tensor as parameter 0");
+    {
+      const Tensor doubled = rig.net.head->weight * 2.0f;
+      EXPECT_ERROR(E, tg::optim::Adam({rig.net.head->weight, doubled}),
+                   "Adam: parameter 1 (shape [2, 3]) is not a leaf");
+    }
+    EXPECT_ERROR(E, tg::optim::SGD({Tensor({1.0f})}, {.lr = 0.1}),
+                 "SGD: parameter 0 (shape [1]) does not require grad");
+    check_intact(rig, control);  // the model's own optimizer is untouched
+  }
+
+  TEST_CASE("load_state_dict with missing, unexpected or wrong-shape entries loads nothing") {
+    Rig rig, control;
+    nn::StateDict state = rig.net.state_dict();
+    for (auto& [name, value] : state) value.fill(7.0f);  // a partial load would show
+    state.erase("head.bias");
+    state["head.scale"] = xt::ones<float>({1});
+    state["bag.weight"] = xt::ones<float>({5, 3});
+
+    const std::string all = message_of<std::invalid_argument>([&] { rig.net.load_state_dict(state); });
+    check_mentions(all, {"load_state_dict: the state does not fit the module", "missing: head.bias",
+                         "unexpected: head.scale", "wrong shape: bag.weight (expected [6, 3], got [5, 3])"});
+    // strict = false forgives names but never shapes.
+    const std::string lax = message_of<std::invalid_argument>([&] { rig.net.load_state_dict(state, false); });
+    check_mentions(lax, {"wrong shape: bag.weight"});
+    CHECK(lax.find("missing") == std::string::npos);
+
+    TempDir dir;
+    nn::Linear other(3, 3);
+    other.save(dir.file("other.safetensors"));
+    EXPECT_ERROR(std::invalid_argument, rig.net.load(dir.file("other.safetensors")), "missing: bag.weight",
+                 "unexpected: bias, weight");
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a truncated, corrupt or hostile safetensors file: SafetensorsError naming the file") {
+    Rig rig, control;
+    TempDir dir;
+    const std::string good = dir.file("good.safetensors");
+    rig.net.save(good);
+    const std::string bytes = read_file(good);
+    const std::string f32x2 = R"({"dtype":"F32","shape":[2],"data_offsets":)";
+
+    struct Case {
+      const char* name;
+      std::string bytes;
+      std::string reason;
+    };
+    const std::vector<Case> cases = {
+        {"short", bytes.substr(0, 5), "the file has 5 bytes, fewer than the 8-byte header length"},
+        {"cut_in_header", bytes.substr(0, 40), "runs past the end of the file (40 bytes)"},
+        {"cut_in_data", bytes.substr(0, bytes.size() - 4), "run past the end of the data section"},
+        {"huge_length", safetensors_bytes("{}", "", uint64_t{1} << 40),
+         "is larger than the limit of 100000000 bytes"},
+        {"length_past_end", safetensors_bytes("{}", "", 3),
+         "header length 3 runs past the end of the file (10 bytes)"},
+        {"not_json", safetensors_bytes("{\"a\": [1, 2"), "the header is not valid JSON"},
+        {"not_object", safetensors_bytes("[1, 2]"), "the header is not a JSON object"},
+        {"missing_field", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", floats({1})),
+         "tensor 'a' needs \"dtype\", \"shape\" and \"data_offsets\""},
+        {"offsets_out_of_range", safetensors_bytes(R"({"a":)" + f32x2 + "[0,4000]}}", floats({1, 2})),
+         "tensor 'a': data_offsets [0, 4000] run past the end of the data section (8 bytes)"},
+        {"offsets_reversed", safetensors_bytes(R"({"a":)" + f32x2 + "[8,0]}}", floats({1, 2})),
+         "data_offsets [8, 0] end before they begin"},
+        {"negative_offset", safetensors_bytes(R"({"a":)" + f32x2 + "[-8,0]}}", floats({1, 2})),
+         "is not a pair of byte offsets"},
+        {"unknown_dtype",
+         safetensors_bytes(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "abcd"),
+         "tensor 'a' has dtype 'F16'; only F32 (float32) is supported"},
+        {"overlap",
+         safetensors_bytes(R"({"a":)" + f32x2 + R"([0,8]},"b":)" + f32x2 + "[4,12]}}", floats({1, 2, 3})),
+         "tensors 'a' and 'b' overlap"},
+        {"gap", safetensors_bytes(R"({"a":)" + f32x2 + "[4,12]}}", floats({1, 2, 3})),
+         "bytes 0 to 4 of the data section belong to no tensor"},
+        {"wrong_size",
+         safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", floats({1, 2})),
+         "shape [3] of F32 does not fit its data_offsets [0, 8] (8 bytes)"},
+        {"huge_shape",
+         safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+                           floats({1, 2})),
+         "does not fit"},
+        {"negative_shape",
+         safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", floats({1, 2})),
+         "tensor 'a': shape [-2] is not a list of sizes"},
+        {"nested_shape",
+         safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(50, '[') + std::string(50, ']') +
+                               R"(,"data_offsets":[0,8]}})",
+                           floats({1, 2})),
+         "is not a list of sizes"},
+        {"duplicate_name",
+         safetensors_bytes(R"({"a":)" + f32x2 + R"([0,8]},"a":)" + f32x2 + "[0,8]}}", floats({1, 2})),
+         "the header names 'a' twice"},
+        {"bad_metadata", safetensors_bytes(R"({"__metadata__":{"k":1}})"),
+         "__metadata__ value for 'k' is not a string"},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.name);
+      const std::string path = dir.file(std::string(c.name) + ".safetensors");
+      write_file(path, c.bytes);
+      const std::string msg = message_of<nn::SafetensorsError>([&] { nn::load_safetensors(path); });
+      CHECK(msg.rfind("safetensors: " + path + ": ", 0) == 0);
+      check_mentions(msg, {c.reason});
+      // Through the module: refused as a whole, the model keeps its weights.
+      CHECK_THROWS_AS(rig.net.load(path), nn::SafetensorsError);
+    }
+    EXPECT_ERROR(nn::SafetensorsError, nn::load_safetensors(dir.file("missing.safetensors")),
+                 "missing.safetensors: cannot open the file for reading");
+    EXPECT_ERROR(nn::SafetensorsError, nn::load_safetensors(dir.path.string()),
+                 "safetensors: " + dir.path.string() + ": ");
+    try {
+      nn::load_safetensors(dir.file("missing.safetensors"));
+    } catch (const nn::SafetensorsError& e) {
+      CHECK(e.path == dir.file("missing.safetensors"));
+    }
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a malformed TSV line, an empty corpus, invalid UTF-8: FileError naming file and line") {
+    TempDir dir;
+    // what() is exactly "tsv: <path>:<line>: <reason>", and path() and line() say the same.
+    auto expect = [&](const std::string& name, const std::string& content, int64_t line,
+                      const std::string& reason, tg::data::TsvOptions options = {}) {
+      CAPTURE(name);
+      const std::string path = dir.file(name);
+      write_file(path, content);
+      try {
+        tg::data::read_tsv(path, options);
+        FAIL("read_tsv accepted " << name);
+      } catch (const tg::data::FileError& e) {
+        const std::string where = line > 0 ? path + ":" + std::to_string(line) : path;
+        CHECK(std::string(e.what()) == "tsv: " + where + ": " + reason);
+        CHECK(e.path() == path);
+        CHECK(e.line() == line);
+      }
+    };
+    expect("no_tab.tsv", "ham\thello\nspam\tbuy\nthis line has no tab\n", 3,
+           "no TAB separating label and text");
+    expect("empty_label.tsv", "ham\thello\n\tno label\n", 2, "empty label before the TAB");
+    tg::data::TsvOptions given, skip, strict_utf8;
+    given.label_names = {"ham", "spam"};
+    skip.bad_lines = tg::data::BadLinePolicy::skip;
+    strict_utf8.invalid_utf8 = tg::data::Utf8Policy::error;
+    expect("unknown_label.tsv", "ham\thello\neggs\tbacon\n", 2,
+           "label 'eggs' is not one of the 2 given label names", given);
+    expect("crlf_no_tab.tsv", "ham\thello\r\nbroken\r\n", 2, "no TAB separating label and text");
+    expect("empty.tsv", "", 0, "empty file");
+    expect("blank.tsv", "\n\r\n\n", 0, "no usable lines (3 lines, 0 skipped)");
+    expect("all_bad.tsv", "a\nb\n", 0, "no usable lines (2 lines, 2 skipped)", skip);
+    expect("utf8.tsv", "ham\tok\nspam\tcaf\xc3\xa9 \xff bad\n", 2, "invalid UTF-8 at byte 12 of the line",
+           strict_utf8);
+    expect("truncated_utf8.tsv", "ham\tcut \xe2\x82\n", 1, "invalid UTF-8 at byte 9 of the line",
+           strict_utf8);
+
+    EXPECT_ERROR(tg::data::FileError, tg::data::read_tsv(dir.file("missing.tsv")),
+                 "tsv: " + dir.file("missing.tsv") + ": cannot open file for reading");
+    EXPECT_ERROR(tg::data::FileError, tg::data::read_tsv(dir.path.string()), "is a directory, not a file");
+    write_file(dir.file("vocab.txt"), "not a vocabulary\n<unk>\n");
+    EXPECT_ERROR(tg::data::FileError, tg::data::Vocabulary::load(dir.file("vocab.txt")),
+                 "vocabulary: " + dir.file("vocab.txt") + ":1: ");
+  }
+
+  TEST_CASE("NaN loss under anomaly mode: AnomalyError naming the op; the step never happens") {
+    Rig rig, control;
+    {
+      tg::DetectAnomalyGuard anomaly;
+      // log of a negative number: the loss would be NaN.
+      EXPECT_ERROR(tg::AnomalyError, tg::mean(tg::log(rig.logits() - 10.0f)), "anomaly: op 'log' (tape entry",
+                   "produced NaN or Inf in its forward value [3, 2]");
+      // NaN in the data: a per-sample weight (a broken tf-idf value, say).
+      Tensor weights(Array{1, 1, std::numeric_limits<float>::quiet_NaN(), 1, 1, 1});
+      EXPECT_ERROR(tg::AnomalyError, rig.net.bag->forward(words, offsets, weights),
+                   "anomaly: op 'embedding_bag' (tape entry", "NaN or Inf in its forward value [3, 3]");
+    }
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("anomaly mode: an Inf born in backward names the op") {
+    // d sqrt(x)/dx at x = 0 is Inf, while the forward value is a finite 0.
+    Tensor x({0.0f, 4.0f}, true);
+    tg::DetectAnomalyGuard anomaly;
+    Tensor loss = tg::sum(tg::pow(x, 0.5f));
+    EXPECT_ERROR(tg::AnomalyError, loss.backward(), "anomaly: backward of op 'pow' (tape entry",
+                 "NaN or Inf in the gradient of its input 0");
+  }
+
+  TEST_CASE("a save that fails part-way leaves the previous file loadable") {
+    Rig rig, control;
+    TempDir dir;
+    const std::string path = dir.file("model.safetensors");
+    rig.net.save(path);
+    const nn::StateDict saved = rig.net.state_dict();
+    const std::size_t size = fs::file_size(path);
+    rig.step();  // new values the failed saves below try to write
+    control.step();
+
+    SUBCASE("the disk fills up half-way through the data") {
+      FileSizeLimit limit(size / 2);
+      EXPECT_ERROR(nn::SafetensorsError, rig.net.save(path), "safetensors: " + path + ": writing",
+                   "failed (disk full or file too large?); the old file is unchanged");
+    }
+    SUBCASE("the target is a directory, so the final rename fails") {
+      const std::string taken = dir.file("taken");
+      fs::create_directories(fs::path(taken) / "inside");
+      EXPECT_ERROR(nn::SafetensorsError, rig.net.save(taken), "cannot rename");
+      CHECK(fs::is_directory(fs::path(taken) / "inside"));
+      CHECK(temporaries(dir.path, "taken") == 0);
+    }
+    SUBCASE("the directory disappeared") {
+      const fs::path gone = dir.path / "gone";
+      fs::create_directories(gone);
+      fs::remove(gone);
+      EXPECT_ERROR(nn::SafetensorsError, rig.net.save((gone / "model.safetensors").string()),
+                   "cannot create the temporary file");
+    }
+    // The previous checkpoint is whole and loads into a fresh model.
+    CHECK(temporaries(dir.path, "model.safetensors") == 0);
+    CHECK(fs::file_size(path) == size);
+    Net fresh;
+    fresh.load(path);
+    for (const auto& [name, value] : fresh.state_dict()) {
+      CAPTURE(name);
+      CHECK(value == saved.at(name));
+    }
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a thousand training steps with evaluation outside NoGradGuard: no tape growth, flat memory") {
+    // Bag-of-words both ways on synthetic documents: EmbeddingBag over ids and
+    // Linear over multi-hot rows, Adam, and an evaluation forward every 10 steps
+    // whose result is dropped without NoGradGuard (its graph must free itself).
+    constexpr std::size_t vocab = 300, dim = 16, batch = 16, steps = 1000;
+    tg::Generator gen(5);
+    nn::EmbeddingBag bag(vocab, dim, {.mode = nn::EmbeddingBagMode::sum}, gen);
+    nn::Linear proj(vocab, dim, false, gen), head_a(dim, 2, true, gen), head_b(dim, 2, true, gen);
+    std::vector<Tensor> pa = {bag.weight, head_a.weight, *head_a.bias};
+    std::vector<Tensor> pb = {proj.weight, head_b.weight, *head_b.bias};
+    tg::optim::Adam opt_a(pa, {.lr = 0.01}), opt_b(pb, {.lr = 0.01});
+    std::uniform_int_distribution<int64_t> word(0, static_cast<int64_t>(vocab) - 1);
+
+    std::size_t rss_at_100 = 0, max_slots = 0;
+    for (std::size_t step = 1; step <= steps; ++step) {
+      Indices ids = xt::zeros<int64_t>({batch * 8}), offs = xt::zeros<int64_t>({batch}),
+              y = xt::zeros<int64_t>({batch});
+      Array multi_hot = xt::zeros<float>({batch, vocab});
+      for (std::size_t d = 0; d < batch; ++d) {
+        offs(d) = static_cast<int64_t>(d * 8);
+        for (std::size_t k = 0; k < 8; ++k) {
+          ids(d * 8 + k) = word(gen);
+          multi_hot(d, ids(d * 8 + k)) += 1.0f;
+        }
+        y(d) = ids(d * 8) % 2;  // learnable: the label is the parity of the first word
+      }
+      for (int model = 0; model < 2; ++model) {
+        tg::optim::Adam& opt = model == 0 ? opt_a : opt_b;
+        auto logits = [&] {
+          return model == 0 ? head_a(tg::tanh(bag(ids, offs))) : head_b(tg::tanh(proj(Tensor(multi_hot))));
+        };
+        Tensor loss = tg::cross_entropy(logits(), y);
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+        if (step % 10 == 0) {
+          const float eval_loss = tg::cross_entropy(logits(), y).item();  // recorded, then dropped
+          REQUIRE(std::isfinite(eval_loss));
+        }
+      }
+      max_slots = std::max(max_slots, tg::Tape::current().slots());  // before live_count(), which prunes
+      REQUIRE(tg::Tape::current().live_count() == 0);
+      if (step == 100) rss_at_100 = resident_bytes();
+    }
+    const std::size_t rss_at_end = resident_bytes();
+    // A few dozen entries per step at most; without pruning this would be tens of thousands.
+    CHECK(max_slots < 200);
+    MESSAGE("RSS at step 100: " << rss_at_100 / 1024 << " KiB, at step " << steps << ": " << rss_at_end / 1024
+                                << " KiB");
+    if (!sanitized && rss_at_100 > 0)
+      CHECK(static_cast<double>(rss_at_end) < 1.05 * static_cast<double>(rss_at_100));
+  }
+}
