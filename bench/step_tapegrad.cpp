@@ -1,0 +1,120 @@
+// step_tapegrad: the bag-of-words training step of examples/bow_classifier in
+// tapegrad, timed (see harness.hpp for the protocol and the options).
+//
+//   embedding: ids -> CSR (data::to_csr) -> EmbeddingBag(V, D, sum, sparse) -> tanh -> Linear(D, C)
+//   linear:    ids -> dense 0/1 rows [B, V] (data::to_dense) -> Linear(V, D, no bias) -> tanh -> Linear(D, C)
+//
+// Loss: cross_entropy; optimizer: SGD, or one Adam for every parameter (lazy on
+// the embedding's SparseRows gradient).
+#include <cstdio>
+#include <memory>
+
+#include "bench/harness.hpp"
+#include "data/batch.hpp"
+#include "tapegrad.hpp"
+
+namespace {
+
+using Docs = std::vector<std::vector<int64_t>>;
+
+// Batch b as the data/ module takes documents: one id list each.
+Docs batch_docs(const bench::Corpus& c, int64_t b, int64_t batch) {
+  Docs docs(static_cast<std::size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) {
+    const int64_t d = b * batch + i;
+    docs[static_cast<std::size_t>(i)].assign(c.ids.begin() + c.offsets[d], c.ids.begin() + c.offsets[d + 1]);
+  }
+  return docs;
+}
+
+tg::Indices batch_labels(const bench::Corpus& c, int64_t b, int64_t batch) {
+  tg::Indices y = xt::empty<int64_t>({static_cast<std::size_t>(batch)});
+  for (int64_t i = 0; i < batch; ++i) y(i) = c.labels[static_cast<std::size_t>(b * batch + i)];
+  return y;
+}
+
+std::unique_ptr<tg::optim::Optimizer> make_optimizer(const bench::Args& a, std::vector<tg::Tensor> params) {
+  if (a.optim == "sgd") {
+    tg::optim::SGDOptions o;
+    o.lr = a.lr;
+    return std::make_unique<tg::optim::SGD>(std::move(params), o);
+  }
+  tg::optim::AdamOptions o;
+  o.lr = a.lr;
+  return std::make_unique<tg::optim::Adam>(std::move(params), o);
+}
+
+int run(const bench::Args& a) {
+  const long rss_start = bench::status_kb("VmRSS");
+  const bench::Corpus corpus = bench::read_corpus(a.ids);
+  const std::size_t vocab = static_cast<std::size_t>(corpus.vocab), dim = static_cast<std::size_t>(a.dim);
+  const std::size_t classes = static_cast<std::size_t>(corpus.classes);
+  const int64_t batches = corpus.batches(a.batch);
+  if (batches < 1) throw std::invalid_argument(a.ids + ": fewer documents than one batch");
+
+  tg::Generator gen(0);
+  const bool embedding = a.model == "embedding";
+  std::unique_ptr<tg::nn::EmbeddingBag> bag;
+  std::unique_ptr<tg::nn::Linear> proj;
+  if (embedding) {
+    tg::nn::EmbeddingBagOptions o;
+    o.mode = tg::nn::EmbeddingBagMode::sum;
+    o.sparse = true;
+    bag = std::make_unique<tg::nn::EmbeddingBag>(vocab, dim, o, gen);
+    bench::fill_table(bag->weight.data().data(), corpus.vocab, a.dim);
+  } else {
+    proj = std::make_unique<tg::nn::Linear>(vocab, dim, false, gen);
+    bench::fill_projection(proj->weight.data().data(), corpus.vocab, a.dim);
+  }
+  tg::nn::Linear head(dim, classes, true, gen);
+  bench::fill_head(head.weight.data().data(), head.bias->data().data(), corpus.classes, a.dim);
+
+  std::vector<tg::Tensor> params = embedding ? bag->parameters() : proj->parameters();
+  for (const tg::Tensor& p : head.parameters()) params.push_back(p);
+  std::size_t param_bytes = 0;
+  for (const tg::Tensor& p : params) param_bytes += p.numel() * sizeof(float);
+  auto opt = make_optimizer(a, params);
+  const long rss_model = bench::status_kb("VmRSS");
+
+  auto step = [&](int64_t s, bench::Phases& ph) -> double {
+    bench::PhaseClock clock;
+    const int64_t b = s % batches;
+    const Docs docs = batch_docs(corpus, b, a.batch);
+    const tg::Indices y = batch_labels(corpus, b, a.batch);
+    tg::data::CsrBatch csr = tg::data::to_csr(docs, corpus.vocab, tg::data::CsrValues::binary);
+    tg::Tensor hidden;
+    if (embedding) {
+      // Every value is 1 (multi-hot): plain bags, no per-sample weights.
+      const tg::nn::CsrInput input{std::move(csr.indptr), std::move(csr.indices), {}};
+      clock.lap(ph.batch);
+      hidden = bag->forward(input);
+    } else {
+      const tg::Tensor rows(tg::data::to_dense(csr));  // [B, V]
+      clock.lap(ph.batch);
+      hidden = proj->forward(rows);
+    }
+    tg::Tensor loss = tg::cross_entropy(head.forward(tg::tanh(hidden)), y);
+    clock.lap(ph.forward);
+    opt->zero_grad();
+    loss.backward();
+    clock.lap(ph.backward);
+    opt->step();
+    clock.lap(ph.step);
+    return loss.item();
+  };
+  const bench::Measured m = bench::measure(a, step);
+  bench::print_result("tapegrad", TAPEGRAD_VERSION, a, corpus, m, param_bytes, opt->state_bytes(), rss_start,
+                      rss_model);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(bench::parse_args(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "step_tapegrad: %s\n", e.what());
+    return 2;
+  }
+}
