@@ -215,9 +215,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
 
   tg::Array g = xt::zeros<float>({bags, dim});
   for (std::size_t i = 0; i < g.size(); ++i) g.data()[i] = 1.0f + 0.25f * static_cast<float>(i % 7);
-  const std::vector<float>* psw_used = (form == 0 || form == 1) && weights ? &psw
-                                       : form == 2 && with_psw             ? &psw
-                                                                           : nullptr;
+  // Weights in play: the per_sample_weights tensor, or non-empty CSR values
+  // (empty values mean plain bags).
+  const bool weighted = weights.has_value() || (form == 2 && with_psw && !psw.empty());
+  const std::vector<float>* psw_used = weighted ? &psw : nullptr;
   const EmbeddingBagMode ref_mode = form == 3 ? EmbeddingBagMode::sum : mode;
   // max_norm rewrote the rows it read before the lookup; the layer's weight now holds them.
   const Reference ref = bag_reference(weight.value(), idx, starts, psw_used, ref_mode, pad, g);
