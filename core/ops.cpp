@@ -294,7 +294,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                     in[0].accumulate_grad(std::move(ga));
                   }
                   if (in[1].requires_grad()) {  // dB = A^T g: [k, rows] x [rows, m]
-                    Array gb = xt::empty<float>({k, m});
+                    // Shape{..}: from a braced list xt::empty makes an xtensor, which Array would copy.
+                    Array gb = xt::empty<float>(Shape{k, m});
                     gemm(true, false, k, m, rows, in[0].value().data(), g.data(), gb.data());
                     in[1].accumulate_grad(std::move(gb));
                   }
@@ -330,7 +331,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
                     in_t[0].accumulate_grad(std::move(gx));
                   }
                   if (in_t[1].requires_grad()) {  // dW = g^T x: [out, rows] x [rows, in]
-                    Array gw = xt::empty<float>({out_f, in});
+                    // Shape{..}: from a braced list xt::empty makes an xtensor, which Array would copy.
+                    Array gw = xt::empty<float>(Shape{out_f, in});
                     gemm(true, false, out_f, in, rows, g.data(), in_t[0].value().data(), gw.data());
                     in_t[1].accumulate_grad(std::move(gw));
                   }
@@ -553,7 +555,7 @@ static void check_class_targets(const char* op, const Shape& input, const Indice
 Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
   check_class_targets("nll_loss", log_probs.shape(), target);
   const std::size_t n = target.size(), c = log_probs.shape()[1];
-  Array picked = xt::empty<float>({n});
+  Array picked = xt::empty<float>(Shape{n});
   for (std::size_t i = 0; i < n; ++i) picked(i) = -log_probs.value().data()[i * c + target(i)];
   Array out = picked;
   if (r == Reduction::sum) out = sum_over(picked, {0}, false);
