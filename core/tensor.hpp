@@ -111,6 +111,13 @@ Tensor full(const Shape& shape, float value, bool requires_grad = false);
 Tensor randn(const Shape& shape, Generator& gen, bool requires_grad = false);  // N(0, 1)
 Tensor rand(const Shape& shape, Generator& gen, bool requires_grad = false);   // U[0, 1)
 
+// Tables read and written at scattered rows (embedding weights, their optimizer
+// state) cost a TLB miss per row with 4 KB pages once they pass a few MB. On
+// Linux this asks for 2 MB pages (transparent huge pages, "madvise" mode) for
+// the whole 2 MB blocks of data[0, count); call it before the pages are first
+// written. Elsewhere it does nothing.
+void advise_huge_pages(float* data, std::size_t count);
+
 // Grad mode. While a NoGradGuard lives, no op is recorded (this thread only).
 bool is_grad_enabled();
 class NoGradGuard {

@@ -42,7 +42,9 @@ void check_norm_type(const char* layer, float norm_type) {
 }
 
 Tensor make_weight(std::size_t num, std::size_t dim, std::optional<int64_t> padding_idx, Generator& gen) {
-  Tensor w = init::normal_(zeros({num, dim}), 0.0f, 1.0f, gen);
+  Array values = xt::empty<float>(Shape{num, dim});
+  advise_huge_pages(values.data(), values.size());  // before normal_ touches the pages
+  Tensor w = init::normal_(Tensor(std::move(values)), 0.0f, 1.0f, gen);
   if (padding_idx) std::fill_n(w.data().data() + *padding_idx * dim, dim, 0.0f);
   return w;
 }
@@ -84,32 +86,64 @@ struct Plan {
   std::size_t num_rows = 0, dim = 0;  // of the weight
 };
 
+// The entries that add to some bag, grouped by row (rows ascending) and, within
+// a row, in entry order: a stable LSD radix sort on the row id, 11 bits a pass
+// (two passes up to 4M rows), which costs a few passes over the entries where
+// sorting (row, entry) pairs costs log2(n) comparisons per entry.
+std::vector<std::size_t> entries_by_row(const Plan& p) {
+  std::vector<std::size_t> order;
+  order.reserve(p.index.size());
+  for (std::size_t k = 0; k < p.index.size(); ++k)
+    if (p.bag_of[k] != skip) order.push_back(k);
+  const auto row = [&](std::size_t k) { return static_cast<uint64_t>(p.index[k]); };
+  if (order.size() < 256) {  // a pass over 2048 buckets costs more than a small sort
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return row(a) < row(b); });
+    return order;
+  }
+  constexpr unsigned bits = 11;
+  constexpr uint64_t mask = (uint64_t{1} << bits) - 1;
+  const uint64_t max_row = p.num_rows > 0 ? p.num_rows - 1 : 0;
+  std::vector<std::size_t> sorted(order.size()), start(mask + 1);
+  for (unsigned shift = 0; shift == 0 || (shift < 64 && (max_row >> shift) != 0); shift += bits) {
+    std::fill(start.begin(), start.end(), 0);
+    for (std::size_t k : order) ++start[(row(k) >> shift) & mask];
+    std::size_t at = 0;
+    for (std::size_t& s : start) at += std::exchange(s, at);  // counts -> where each digit starts
+    for (std::size_t k : order) sorted[start[(row(k) >> shift) & mask]++] = k;
+    order.swap(sorted);
+  }
+  return order;
+}
+
 // The weight's gradient from d(loss)/d(output) [bags, dim], as coalesced
-// SparseRows built straight from (row, entry) pairs: sorting the pairs puts
-// equal rows together, and each entry adds its share into its row's slot.
-// Memory: (unique rows x dim) floats plus the pairs, never num_rows x dim.
+// SparseRows: entries grouped by row, each adding its share into its row's slot
+// in entry order (a fixed summation order); a row's first entry writes the slot,
+// so the values need no zeroing.
+// Memory: (unique rows x dim) floats plus the entry order, never num_rows x dim.
 // argmax (max mode) says, for each output element, which entry it came from.
 SparseRows weight_grad(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax) {
-  std::vector<std::pair<int64_t, std::size_t>> pairs;
-  pairs.reserve(p.index.size());
-  for (std::size_t k = 0; k < p.index.size(); ++k)
-    if (p.bag_of[k] != skip) pairs.emplace_back(p.index[k], k);
-  std::sort(pairs.begin(), pairs.end());  // by row, then entry: a fixed summation order
-
+  const std::vector<std::size_t> order = entries_by_row(p);
   std::size_t unique = 0;
-  for (std::size_t i = 0; i < pairs.size(); ++i) unique += i == 0 || pairs[i].first != pairs[i - 1].first;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    unique += i == 0 || p.index[order[i]] != p.index[order[i - 1]];
   SparseRows out;
   out.num_rows = p.num_rows;
   out.rows.reserve(unique);
-  out.values = xt::zeros<float>({unique, p.dim});
-  for (const auto& [row, k] : pairs) {
-    if (out.rows.empty() || out.rows.back() != row) out.rows.push_back(row);
-    float* dst = &out.values(out.rows.size() - 1, 0);
+  out.values = xt::empty<float>({unique, p.dim});
+  for (std::size_t k : order) {
+    const int64_t row = p.index[k];
+    const bool first = out.rows.empty() || out.rows.back() != row;
+    if (first) out.rows.push_back(row);
+    float* dst = out.values.data() + (out.rows.size() - 1) * p.dim;
     const std::size_t b = p.bag_of[k];
     const float* src = g.data() + b * p.dim;
     if (argmax) {  // max: only the columns where this entry won
+      if (first) std::fill_n(dst, p.dim, 0.0f);
       for (std::size_t c = 0; c < p.dim; ++c)
         if ((*argmax)[b * p.dim + c] == k) dst[c] += src[c];
+    } else if (first) {
+      for (std::size_t c = 0; c < p.dim; ++c) dst[c] = p.coef[k] * src[c];
     } else {
       for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * src[c];
     }
@@ -251,9 +285,22 @@ Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts
 }
 
 // sum and mean: out[bag] += coef * row, for each entry.  [n] rows -> [bags, dim]
+// The rows jump around a table that can be far larger than the caches, where
+// the hardware prefetcher cannot guess the next one: each row is requested 8
+// entries before it is read, or every read would wait for memory.
 Array bag_sum(const Plan& p, const Array& weight, std::size_t bags) {
+  constexpr std::size_t ahead = 8;
   Array out = xt::zeros<float>({bags, p.dim});
   for (std::size_t k = 0; k < p.index.size(); ++k) {
+    if (k + ahead < p.index.size()) {
+      // The first 4 cache lines (64 floats), written out: GCC drops prefetches
+      // that sit in a helper function or in a loop of their own.
+      const char* next = reinterpret_cast<const char*>(weight.data() + p.index[k + ahead] * p.dim);
+      __builtin_prefetch(next);
+      if (p.dim > 16) __builtin_prefetch(next + 64);
+      if (p.dim > 32) __builtin_prefetch(next + 128);
+      if (p.dim > 48) __builtin_prefetch(next + 192);
+    }
     if (p.bag_of[k] == skip) continue;
     const float* row = weight.data() + p.index[k] * p.dim;
     float* dst = out.data() + p.bag_of[k] * p.dim;

@@ -7,6 +7,43 @@
 
 namespace tg::optim {
 
+namespace {
+
+// What the update of a row needs besides the row itself.
+struct RowScalars {
+  float b1, b2, one_minus_b1, one_minus_b2, eps, weight_decay, decay, step_size, bias_correction2_sqrt;
+};
+
+// The update of one row (the formula in adam.hpp). The options are template
+// parameters so that the loop has no branch and GCC vectorizes it (std::sqrt
+// too, given -fno-math-errno).
+template <bool Decoupled, bool Amsgrad>
+void update_row(const RowScalars& k, float* p, float* m, float* v, float* vmax, const float* g_row,
+                std::size_t cols) {
+  for (std::size_t c = 0; c < cols; ++c) {
+    float g = g_row[c];
+    if constexpr (Decoupled)
+      p[c] *= k.decay;
+    else
+      g += k.weight_decay * p[c];
+    m[c] = k.b1 * m[c] + k.one_minus_b1 * g;
+    v[c] = k.b2 * v[c] + k.one_minus_b2 * g * g;
+    float v_used = v[c];
+    if constexpr (Amsgrad) v_used = vmax[c] = std::max(vmax[c], v[c]);
+    const float denom = std::sqrt(v_used) / k.bias_correction2_sqrt + k.eps;
+    p[c] -= k.step_size * m[c] / denom;
+  }
+}
+
+using UpdateRow = void (*)(const RowScalars&, float*, float*, float*, float*, const float*, std::size_t);
+
+UpdateRow pick_update_row(bool decoupled, bool amsgrad) {
+  if (decoupled) return amsgrad ? update_row<true, true> : update_row<true, false>;
+  return amsgrad ? update_row<false, true> : update_row<false, false>;
+}
+
+}  // namespace
+
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     : Optimizer(std::move(params), options.decoupled_weight_decay ? "AdamW" : "Adam"),
       options_(options),
@@ -38,6 +75,9 @@ void Adam::step() {
   const float weight_decay = static_cast<float>(o.weight_decay);
   const float decay = static_cast<float>(1 - o.lr * o.weight_decay);  // AdamW's factor on p
 
+  // The step sizes (last two) depend on each parameter's step count: set below.
+  RowScalars k{b1, b2, one_minus_b1, one_minus_b2, eps, weight_decay, decay, 0.0f, 0.0f};
+  const UpdateRow update = pick_update_row(decoupled, o.amsgrad);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& param = params_[i];
     const Grad& grad = param.grad();
@@ -46,34 +86,22 @@ void Adam::step() {
     const std::size_t rows = num_rows(shape), cols = row_size(shape);
     State& state = state_[i];
     if (state.step == 0) {
-      state.exp_avg = xt::zeros<float>({rows, cols});
-      state.exp_avg_sq = xt::zeros<float>({rows, cols});
-      if (o.amsgrad) state.max_exp_avg_sq = xt::zeros<float>({rows, cols});
+      state.exp_avg = zero_state(rows, cols);
+      state.exp_avg_sq = zero_state(rows, cols);
+      if (o.amsgrad) state.max_exp_avg_sq = zero_state(rows, cols);
     }
     ++state.step;
     const double t = static_cast<double>(state.step);
-    const float step_size = static_cast<float>(o.lr / (1 - std::pow(beta1, t)));
-    const float bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(beta2, t)));
+    k.step_size = static_cast<float>(o.lr / (1 - std::pow(beta1, t)));
+    k.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(beta2, t)));
     float* values = param.data().data();
-
-    for_each_row(grad, rows, cols, [&](std::size_t r, const float* g_row) {
-      float* p = values + r * cols;
-      float* m = state.exp_avg.data() + r * cols;
-      float* v = state.exp_avg_sq.data() + r * cols;
-      float* vmax = o.amsgrad ? state.max_exp_avg_sq.data() + r * cols : nullptr;
-      for (std::size_t c = 0; c < cols; ++c) {
-        float g = g_row[c];
-        if (decoupled)
-          p[c] *= decay;
-        else
-          g += weight_decay * p[c];
-        m[c] = b1 * m[c] + one_minus_b1 * g;
-        v[c] = b2 * v[c] + one_minus_b2 * g * g;
-        float v_used = v[c];
-        if (vmax) v_used = vmax[c] = std::max(vmax[c], v[c]);
-        const float denom = std::sqrt(v_used) / bias_correction2_sqrt + eps;
-        p[c] -= step_size * m[c] / denom;
-      }
+    float* m = state.exp_avg.data();
+    float* v = state.exp_avg_sq.data();
+    float* vmax = o.amsgrad ? state.max_exp_avg_sq.data() : nullptr;
+    const std::array<float*, 4> touched{values, m, v, vmax};
+    for_each_row(grad, rows, cols, touched, [&](std::size_t r, const float* g_row) {
+      const std::size_t at = r * cols;
+      update(k, values + at, m + at, v + at, vmax ? vmax + at : nullptr, g_row, cols);
     });
   }
 }

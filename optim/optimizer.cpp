@@ -1,5 +1,6 @@
 #include "optim/optimizer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tg::optim {
@@ -41,6 +42,13 @@ void Optimizer::check_grads() const {
       s.check(which.c_str());  // rows sorted, unique, in range; one values row per row
     }
   }
+}
+
+xt::xtensor<float, 2> Optimizer::zero_state(std::size_t rows, std::size_t cols) {
+  xt::xtensor<float, 2> a = xt::empty<float>({rows, cols});
+  advise_huge_pages(a.data(), a.size());  // before the fill touches the pages
+  std::fill(a.begin(), a.end(), 0.0f);
+  return a;
 }
 
 std::size_t Optimizer::num_rows(const Shape& shape) {

@@ -24,9 +24,12 @@
 // exactly the dense result.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#include <xtensor/xtensor.hpp>
 
 #include "core/grad.hpp"
 #include "core/tensor.hpp"
@@ -58,21 +61,46 @@ class Optimizer {
   // parameter. step() calls it before touching anything.
   void check_grads() const;
 
+  // A [rows, cols] state array of zeros (momentum, moments). A sparse gradient
+  // updates it at scattered rows, so it asks for 2 MB pages (advise_huge_pages).
+  static xt::xtensor<float, 2> zero_state(std::size_t rows, std::size_t cols);
+
   // The row view described at the top of this file.
   static std::size_t num_rows(const Shape& shape);
   static std::size_t row_size(const Shape& shape);
 
   // Calls update(r, g) for every row r the gradient covers, in increasing order;
   // g points at that row's `cols` gradient values. The gradient has passed check_grads().
-  template <class Update>
-  static void for_each_row(const Grad& grad, std::size_t rows, std::size_t cols, Update update) {
+  // `touched` are the [rows, cols] arrays the update reads and writes (values,
+  // moments; null entries are skipped). A sparse gradient's rows are scattered
+  // over a table that can be far larger than the caches, so their rows in these
+  // arrays are requested a few rows before their update.
+  template <std::size_t N, class Update>
+  static void for_each_row(const Grad& grad, std::size_t rows, std::size_t cols,
+                           const std::array<float*, N>& touched, Update update) {
     if (grad.is_dense()) {
       const float* g = grad.dense().data();
       for (std::size_t r = 0; r < rows; ++r) update(r, g + r * cols);
     } else if (grad.is_sparse()) {
       const SparseRows& s = grad.sparse();
-      for (std::size_t i = 0; i < s.rows.size(); ++i)
+      constexpr std::size_t ahead = 4;
+      const std::size_t bytes = cols * sizeof(float);
+      for (std::size_t i = 0; i < s.rows.size(); ++i) {
+        if (i + ahead < s.rows.size()) {
+          const std::size_t next = static_cast<std::size_t>(s.rows[i + ahead]);
+          for (float* a : touched) {
+            if (a == nullptr) continue;
+            // The first 4 cache lines (64 floats), written out: GCC drops
+            // prefetches that sit in a helper function or in a loop of their own.
+            const char* row = reinterpret_cast<const char*>(a + next * cols);
+            __builtin_prefetch(row);
+            if (bytes > 64) __builtin_prefetch(row + 64);
+            if (bytes > 128) __builtin_prefetch(row + 128);
+            if (bytes > 192) __builtin_prefetch(row + 192);
+          }
+        }
         update(static_cast<std::size_t>(s.rows[i]), s.values.data() + i * cols);
+      }
     }
   }
 

@@ -35,12 +35,13 @@ void SGD::step() {
     const std::size_t rows = num_rows(shape), cols = row_size(shape);
     State& state = state_[i];
     if (momentum != 0 && state.row_seen.size() != rows) {
-      state.momentum_buffer = xt::zeros<float>({rows, cols});
+      state.momentum_buffer = zero_state(rows, cols);
       state.row_seen.assign(rows, 0);
     }
     float* values = param.data().data();
 
-    for_each_row(param.grad(), rows, cols, [&](std::size_t r, const float* g) {
+    const std::array<float*, 2> touched{values, momentum != 0 ? state.momentum_buffer.data() : nullptr};
+    for_each_row(param.grad(), rows, cols, touched, [&](std::size_t r, const float* g) {
       float* p = values + r * cols;
       if (momentum == 0) {
         for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * (g[c] + weight_decay * p[c]);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <xtensor/xadapt.hpp>
@@ -248,6 +249,55 @@ TEST_SUITE("nn") {
     emb(Indices{5, 3}).backward(xt::ones<float>(tg::Shape{2, dim}));
     CHECK(emb.weight.grad().sparse().rows == std::vector<int64_t>{3, 5, 17, 199999});
     CHECK(emb.weight.grad().sparse().values(1, 0) == 2.0f);  // row 5, once per pass
+  }
+
+  TEST_CASE("many entries: the sparse gradient is the entry-by-entry scatter-add") {
+    // Backward groups the entries by row (a radix sort once there are 256 or
+    // more): check it against the plain loop, entry by entry in input order,
+    // for tables that need one, two and three 11-bit digits of row id.
+    tg::Generator gen(11);
+    for (const std::size_t vocab : {std::size_t{1500}, std::size_t{3000}, std::size_t{1} << 23}) {
+      for (const auto mode : {nn::EmbeddingBagMode::sum, nn::EmbeddingBagMode::mean}) {
+        CAPTURE(vocab);
+        const std::size_t dim = vocab > 100000 ? 1 : 3, bags = 40, n = 2000;
+        nn::EmbeddingBag bag(vocab, dim, {.mode = mode, .padding_idx = 7}, gen);
+        // Ids from a small pool of rows spread over the table: many repeats.
+        std::vector<int64_t> pool(300);
+        for (auto& id : pool) id = static_cast<int64_t>(gen() % vocab);
+        pool[0] = 7;  // the padding row, which gets no gradient
+        Indices input = xt::empty<int64_t>({n});
+        for (auto& id : input) id = pool[gen() % pool.size()];
+        Indices offsets = xt::empty<int64_t>({bags});
+        for (std::size_t b = 0; b < bags; ++b) offsets(b) = static_cast<int64_t>(b * (n / bags));
+        const bool weighted = mode == nn::EmbeddingBagMode::sum;
+        std::optional<Tensor> psw;
+        if (weighted) psw = tg::randn({n}, gen);
+        const Array g = tg::randn({bags, dim}, gen).value();
+        bag(input, offsets, psw).backward(g);
+
+        // The reference: each entry adds coef * g[bag] to its row, in input order.
+        std::map<int64_t, std::vector<float>> want;
+        const std::size_t per_bag = n / bags;
+        for (std::size_t k = 0; k < n; ++k) {
+          if (input(k) == 7) continue;
+          const std::size_t b = k / per_bag;
+          std::size_t counted = 0;  // mean divides by the non-padding entries
+          for (std::size_t j = b * per_bag; j < (b + 1) * per_bag; ++j) counted += input(j) != 7;
+          const float coef = weighted ? psw->value()(k) : 1.0f / static_cast<float>(counted);
+          auto& row = want.try_emplace(input(k), dim, 0.0f).first->second;
+          for (std::size_t c = 0; c < dim; ++c) row[c] += coef * g(b, c);
+        }
+        const tg::SparseRows& got = bag.weight.grad().sparse();
+        REQUIRE(got.rows.size() == want.size());
+        std::size_t i = 0, mismatches = 0;
+        for (const auto& [row, values] : want) {
+          CHECK(got.rows[i] == row);
+          for (std::size_t c = 0; c < dim; ++c) mismatches += got.values(i, c) != values[c];
+          ++i;
+        }
+        CHECK(mismatches == 0);  // the same summation order gives the same bits
+      }
+    }
   }
 
   TEST_CASE("output shapes, frozen weights and grad mode") {
