@@ -77,7 +77,9 @@ void Adam::step() {
 
   // The step sizes (last two) depend on each parameter's step count: set below.
   RowScalars k{b1, b2, one_minus_b1, one_minus_b2, eps, weight_decay, decay, 0.0f, 0.0f};
-  const UpdateRow update = pick_update_row(decoupled, o.amsgrad);
+  // Without weight decay the decoupled form is exact (p *= 1) and, as in PyTorch,
+  // adds no weight_decay * p term to the gradient (which would turn an inf p into NaN).
+  const UpdateRow update = pick_update_row(decoupled || o.weight_decay == 0, o.amsgrad);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& param = params_[i];
     const Grad& grad = param.grad();

@@ -44,7 +44,10 @@ void SGD::step() {
     for_each_row(param.grad(), rows, cols, touched, [&](std::size_t r, const float* g) {
       float* p = values + r * cols;
       if (momentum == 0) {
-        for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * (g[c] + weight_decay * p[c]);
+        if (weight_decay == 0)  // as PyTorch: no weight_decay * p term at all (p may be inf)
+          for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * g[c];
+        else
+          for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * (g[c] + weight_decay * p[c]);
         return;
       }
       float* buf = state.momentum_buffer.data() + r * cols;

@@ -3,6 +3,7 @@
 // no PyTorch counterpart, on examples small enough to check on paper.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -241,6 +242,31 @@ TEST_SUITE("optim") {
     const Array w_before = w.value();
     adam.step();
     CHECK_ALLCLOSE(w.value(), w_before, 0, 0);
+  }
+
+  TEST_CASE("without weight decay an infinite parameter stays infinite, as in PyTorch") {
+    // PyTorch adds weight_decay * p only when weight_decay != 0: 0 * inf would be NaN.
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const bool sparse : {false, true}) {
+      CAPTURE(sparse);
+      Tensor a({{inf, 1}, {2, 3}}, true), b({{inf, 1}, {2, 3}}, true);
+      SGD sgd({a}, {.lr = 0.1});
+      Adam adam({b}, {.lr = 0.1});
+      const Array g({{0.5f, 0.5f}, {0.5f, 0.5f}});
+      if (sparse) {
+        set_grad(a, all_rows(g));
+        set_grad(b, all_rows(g));
+      } else {
+        set_grad(a, g);
+        set_grad(b, g);
+      }
+      sgd.step();
+      adam.step();
+      CHECK(a.value()(0, 0) == inf);
+      CHECK(b.value()(0, 0) == inf);
+      CHECK(a.value()(0, 1) == doctest::Approx(0.95f));
+      CHECK(b.value()(0, 1) == doctest::Approx(0.9f));  // Adam's first step moves by lr
+    }
   }
 
   TEST_CASE("state_bytes counts what the options need") {
