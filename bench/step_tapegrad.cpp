@@ -1,8 +1,12 @@
 // step_tapegrad: the bag-of-words training step of examples/bow_classifier in
 // tapegrad, timed (see harness.hpp for the protocol and the options).
 //
-//   embedding: ids -> CSR (data::to_csr) -> EmbeddingBag(V, D, sum, sparse) -> tanh -> Linear(D, C)
-//   linear:    ids -> dense 0/1 rows [B, V] (data::to_dense) -> Linear(V, D, no bias) -> tanh -> Linear(D, C)
+//   embedding: ids -> CSR rows (indptr, indices) -> EmbeddingBag(V, D, sum, sparse) -> tanh -> Linear(D, C)
+//   linear:    ids -> dense 0/1 rows [B, V] -> Linear(V, D, no bias) -> tanh -> Linear(D, C)
+//
+// The ids file holds each document's distinct ids, sorted, so the batch is
+// built as in the other two runners: copied, never sorted or deduplicated
+// (data::to_csr would do both, for documents straight from the tokenizer).
 //
 // Loss: cross_entropy; optimizer: SGD, or one Adam for every parameter (lazy on
 // the embedding's SparseRows gradient).
@@ -10,21 +14,27 @@
 #include <memory>
 
 #include "bench/harness.hpp"
-#include "data/batch.hpp"
 #include "tapegrad.hpp"
 
 namespace {
 
-using Docs = std::vector<std::vector<int64_t>>;
+// Batch b's documents as CSR rows: row i holds document b * batch + i's ids.
+tg::nn::CsrInput batch_rows(const bench::Corpus& c, int64_t b, int64_t batch) {
+  const int64_t first = c.offsets[b * batch], last = c.offsets[(b + 1) * batch];
+  tg::nn::CsrInput rows;
+  rows.indptr.reserve(static_cast<std::size_t>(batch) + 1);
+  for (int64_t i = 0; i <= batch; ++i) rows.indptr.push_back(c.offsets[b * batch + i] - first);
+  rows.indices.assign(c.ids.begin() + first, c.ids.begin() + last);
+  return rows;  // values empty: every entry counts 1 (multi-hot)
+}
 
-// Batch b as the data/ module takes documents: one id list each.
-Docs batch_docs(const bench::Corpus& c, int64_t b, int64_t batch) {
-  Docs docs(static_cast<std::size_t>(batch));
-  for (int64_t i = 0; i < batch; ++i) {
-    const int64_t d = b * batch + i;
-    docs[static_cast<std::size_t>(i)].assign(c.ids.begin() + c.offsets[d], c.ids.begin() + c.offsets[d + 1]);
-  }
-  return docs;
+// The same rows as a dense [batch, V] matrix of 0 and 1.
+tg::Array dense_rows(const tg::nn::CsrInput& rows, std::size_t vocab) {
+  tg::Array out = xt::zeros<float>({rows.indptr.size() - 1, vocab});
+  for (std::size_t i = 0; i + 1 < rows.indptr.size(); ++i)
+    for (int64_t k = rows.indptr[i]; k < rows.indptr[i + 1]; ++k)
+      out(i, static_cast<std::size_t>(rows.indices[static_cast<std::size_t>(k)])) = 1.0f;
+  return out;
 }
 
 tg::Indices batch_labels(const bench::Corpus& c, int64_t b, int64_t batch) {
@@ -79,19 +89,16 @@ int run(const bench::Args& a) {
   auto step = [&](int64_t s, bench::Phases& ph) -> double {
     bench::PhaseClock clock;
     const int64_t b = s % batches;
-    const Docs docs = batch_docs(corpus, b, a.batch);
     const tg::Indices y = batch_labels(corpus, b, a.batch);
-    tg::data::CsrBatch csr = tg::data::to_csr(docs, corpus.vocab, tg::data::CsrValues::binary);
+    tg::nn::CsrInput rows = batch_rows(corpus, b, a.batch);
     tg::Tensor hidden;
     if (embedding) {
-      // Every value is 1 (multi-hot): plain bags, no per-sample weights.
-      const tg::nn::CsrInput input{std::move(csr.indptr), std::move(csr.indices), {}};
       clock.lap(ph.batch);
-      hidden = bag->forward(input);
+      hidden = bag->forward(rows);
     } else {
-      const tg::Tensor rows(tg::data::to_dense(csr));  // [B, V]
+      const tg::Tensor dense(dense_rows(rows, vocab));  // [B, V]
       clock.lap(ph.batch);
-      hidden = proj->forward(rows);
+      hidden = proj->forward(dense);
     }
     tg::Tensor loss = tg::cross_entropy(head.forward(tg::tanh(hidden)), y);
     clock.lap(ph.forward);
