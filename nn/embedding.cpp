@@ -286,10 +286,10 @@ Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts
 
 // sum and mean: out[bag] += coef * row, for each entry.  [n] rows -> [bags, dim]
 // The rows jump around a table that can be far larger than the caches, where
-// the hardware prefetcher cannot guess the next one: each row is requested 16
+// the hardware prefetcher cannot guess the next one: each row is requested 8
 // entries before it is read, or every read would wait for memory.
 Array bag_sum(const Plan& p, const Array& weight, std::size_t bags) {
-  constexpr std::size_t ahead = 16;
+  constexpr std::size_t ahead = 8;
   Array out = xt::zeros<float>({bags, p.dim});
   for (std::size_t k = 0; k < p.index.size(); ++k) {
     if (k + ahead < p.index.size()) {

@@ -83,7 +83,7 @@ class Optimizer {
       for (std::size_t r = 0; r < rows; ++r) update(r, g + r * cols);
     } else if (grad.is_sparse()) {
       const SparseRows& s = grad.sparse();
-      constexpr std::size_t ahead = 8;
+      constexpr std::size_t ahead = 4;
       const std::size_t bytes = cols * sizeof(float);
       for (std::size_t i = 0; i < s.rows.size(); ++i) {
         if (i + ahead < s.rows.size()) {
