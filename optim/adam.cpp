@@ -18,8 +18,8 @@ struct RowScalars {
 // parameters so that the loop has no branch and GCC vectorizes it (std::sqrt
 // too, given -fno-math-errno).
 template <bool Decoupled, bool Amsgrad>
-void update_row(const RowScalars& k, float* p, float* m, float* v, float* vmax, const float* g_row,
-                std::size_t cols) {
+[[gnu::always_inline]] inline void update_row(const RowScalars& k, float* p, float* m, float* v, float* vmax,
+                                              const float* g_row, std::size_t cols) {
   for (std::size_t c = 0; c < cols; ++c) {
     float g = g_row[c];
     if constexpr (Decoupled)
@@ -35,11 +35,40 @@ void update_row(const RowScalars& k, float* p, float* m, float* v, float* vmax, 
   }
 }
 
+// The update is bound by its square root and two divisions per element. With
+// GCC on x86-64 Linux each variant below is compiled twice, for plain x86-64
+// (4 floats per instruction) and for AVX2 (8), and the program loader picks the
+// one the CPU can run (target_clones); measured 1.5-2x faster on the lazy
+// step. AVX2 only, not FMA: a fused multiply-add rounds once where PyTorch
+// rounds twice, and the results must stay PyTorch's to the bit.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define TG_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
+#else
+#define TG_ALSO_FOR_AVX2
+#endif
+
+TG_ALSO_FOR_AVX2 void update_adam(const RowScalars& k, float* p, float* m, float* v, float* vmax,
+                                  const float* g, std::size_t cols) {
+  update_row<false, false>(k, p, m, v, vmax, g, cols);
+}
+TG_ALSO_FOR_AVX2 void update_adam_amsgrad(const RowScalars& k, float* p, float* m, float* v, float* vmax,
+                                          const float* g, std::size_t cols) {
+  update_row<false, true>(k, p, m, v, vmax, g, cols);
+}
+TG_ALSO_FOR_AVX2 void update_adamw(const RowScalars& k, float* p, float* m, float* v, float* vmax,
+                                   const float* g, std::size_t cols) {
+  update_row<true, false>(k, p, m, v, vmax, g, cols);
+}
+TG_ALSO_FOR_AVX2 void update_adamw_amsgrad(const RowScalars& k, float* p, float* m, float* v, float* vmax,
+                                           const float* g, std::size_t cols) {
+  update_row<true, true>(k, p, m, v, vmax, g, cols);
+}
+
 using UpdateRow = void (*)(const RowScalars&, float*, float*, float*, float*, const float*, std::size_t);
 
 UpdateRow pick_update_row(bool decoupled, bool amsgrad) {
-  if (decoupled) return amsgrad ? update_row<true, true> : update_row<true, false>;
-  return amsgrad ? update_row<false, true> : update_row<false, false>;
+  if (decoupled) return amsgrad ? update_adamw_amsgrad : update_adamw;
+  return amsgrad ? update_adam_amsgrad : update_adam;
 }
 
 }  // namespace

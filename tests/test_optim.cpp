@@ -244,6 +244,50 @@ TEST_SUITE("optim") {
     CHECK_ALLCLOSE(w.value(), w_before, 0, 0);
   }
 
+  TEST_CASE("Adam's vectorized update gives the bits of the formula, element by element") {
+    // The step may run an AVX2 build of its loop; neither that nor any other
+    // rewrite (a fused multiply-add, a reciprocal) may change a bit.
+    Generator gen(5);
+    const std::size_t rows = 7, cols = 37;  // not a multiple of 8: the loop's tail too
+    for (const bool decoupled : {false, true})
+      for (const bool amsgrad : {false, true})
+        for (const double wd : {0.0, 0.05}) {
+          CAPTURE(decoupled);
+          CAPTURE(amsgrad);
+          CAPTURE(wd);
+          Tensor w(randn({rows, cols}, gen).value(), true);
+          Adam adam({w}, {.lr = 0.01, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd,
+                          .amsgrad = amsgrad, .decoupled_weight_decay = decoupled});
+          std::vector<float> p(w.value().begin(), w.value().end()), m(p.size(), 0), v(p.size(), 0),
+              vmax(p.size(), 0);
+          std::size_t mismatches = 0;
+          for (int t = 1; t <= 4; ++t) {
+            const Array g = randn({rows, cols}, gen).value();
+            set_grad(w, g);
+            adam.step();
+            const float b1 = 0.8f, b2 = 0.95f;
+            const float one_minus_b1 = static_cast<float>(1 - 0.8), one_minus_b2 = static_cast<float>(1 - 0.95);
+            const float step_size = static_cast<float>(0.01 / (1 - std::pow(0.8, t)));
+            const float bc2 = static_cast<float>(std::sqrt(1 - std::pow(0.95, t)));
+            const float decay = static_cast<float>(1 - 0.01 * wd);
+            for (std::size_t i = 0; i < p.size(); ++i) {
+              float gi = g.data()[i];
+              if (decoupled || wd == 0)
+                p[i] *= decay;
+              else
+                gi += static_cast<float>(wd) * p[i];
+              m[i] = b1 * m[i] + one_minus_b1 * gi;
+              v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
+              const float used = amsgrad ? (vmax[i] = std::max(vmax[i], v[i])) : v[i];
+              const float denom = std::sqrt(used) / bc2 + 1e-6f;
+              p[i] -= step_size * m[i] / denom;
+              mismatches += p[i] != w.value().data()[i];
+            }
+          }
+          CHECK(mismatches == 0);
+        }
+  }
+
   TEST_CASE("without weight decay an infinite parameter stays infinite, as in PyTorch") {
     // PyTorch adds weight_decay * p only when weight_decay != 0: 0 * inf would be NaN.
     const float inf = std::numeric_limits<float>::infinity();
