@@ -218,4 +218,14 @@ inline void print_result(const std::string& system, const std::string& version, 
   std::fflush(stdout);
 }
 
+// A runner's main(): run(options from argv), or a one-line error and exit code 2.
+inline int main(const char* program, int argc, char** argv, int (*run)(const Args&)) {
+  try {
+    return run(parse_args(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
+  }
+}
+
 }  // namespace bench

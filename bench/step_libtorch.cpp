@@ -117,10 +117,5 @@ int run(const bench::Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(bench::parse_args(argc, argv));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "step_libtorch: %s\n", e.what());
-    return 2;
-  }
+  return bench::main("step_libtorch", argc, argv, run);
 }

@@ -14,27 +14,21 @@
 #include <memory>
 
 #include "bench/harness.hpp"
+#include "data/batch.hpp"
 #include "tapegrad.hpp"
 
 namespace {
 
 // Batch b's documents as CSR rows: row i holds document b * batch + i's ids.
-tg::nn::CsrInput batch_rows(const bench::Corpus& c, int64_t b, int64_t batch) {
+// Values are left empty; the linear path fills them with 1 for data::to_dense.
+tg::data::CsrBatch batch_rows(const bench::Corpus& c, int64_t b, int64_t batch) {
   const int64_t first = c.offsets[b * batch], last = c.offsets[(b + 1) * batch];
-  tg::nn::CsrInput rows;
-  rows.indptr.reserve(static_cast<std::size_t>(batch) + 1);
+  tg::data::CsrBatch rows;
+  rows.num_cols = c.vocab;
+  rows.indptr.clear();
   for (int64_t i = 0; i <= batch; ++i) rows.indptr.push_back(c.offsets[b * batch + i] - first);
   rows.indices.assign(c.ids.begin() + first, c.ids.begin() + last);
-  return rows;  // values empty: every entry counts 1 (multi-hot)
-}
-
-// The same rows as a dense [batch, V] matrix of 0 and 1.
-tg::Array dense_rows(const tg::nn::CsrInput& rows, std::size_t vocab) {
-  tg::Array out = xt::zeros<float>({rows.indptr.size() - 1, vocab});
-  for (std::size_t i = 0; i + 1 < rows.indptr.size(); ++i)
-    for (int64_t k = rows.indptr[i]; k < rows.indptr[i + 1]; ++k)
-      out(i, static_cast<std::size_t>(rows.indices[static_cast<std::size_t>(k)])) = 1.0f;
-  return out;
+  return rows;
 }
 
 tg::Indices batch_labels(const bench::Corpus& c, int64_t b, int64_t batch) {
@@ -90,13 +84,16 @@ int run(const bench::Args& a) {
     bench::PhaseClock clock;
     const int64_t b = s % batches;
     const tg::Indices y = batch_labels(corpus, b, a.batch);
-    tg::nn::CsrInput rows = batch_rows(corpus, b, a.batch);
+    tg::data::CsrBatch rows = batch_rows(corpus, b, a.batch);
     tg::Tensor hidden;
     if (embedding) {
+      // Every entry counts 1 (multi-hot): plain bags, no per-sample weights.
+      const tg::nn::CsrInput input{std::move(rows.indptr), std::move(rows.indices), {}};
       clock.lap(ph.batch);
-      hidden = bag->forward(rows);
+      hidden = bag->forward(input);
     } else {
-      const tg::Tensor dense(dense_rows(rows, vocab));  // [B, V]
+      rows.values.assign(rows.indices.size(), 1.0f);
+      const tg::Tensor dense(tg::data::to_dense(rows));  // [B, V]
       clock.lap(ph.batch);
       hidden = proj->forward(dense);
     }
@@ -118,10 +115,5 @@ int run(const bench::Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(bench::parse_args(argc, argv));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "step_tapegrad: %s\n", e.what());
-    return 2;
-  }
+  return bench::main("step_tapegrad", argc, argv, run);
 }

@@ -39,22 +39,34 @@ Split train_test_split(std::int64_t n, double test_fraction, std::uint64_t seed)
 // are class ids >= 0. Both parts come out shuffled (classes mixed).
 Split stratified_split(const std::vector<std::int64_t>& targets, double test_fraction, std::uint64_t seed);
 
-// items[indices[0]], items[indices[1]], ...: one part of a split, or a minibatch.
-// Throws std::invalid_argument naming the position and index when one is outside
+// items[indices[begin]], ..., items[indices[end - 1]]: a minibatch out of a
+// shuffled order. Throws std::invalid_argument when [begin, end) is not within
+// the indices, or naming the position and index when one is outside
 // [0, items.size()).
 template <typename T>
-std::vector<T> take(const std::vector<T>& items, const std::vector<std::int64_t>& indices) {
-  std::vector<T> out;
-  out.reserve(indices.size());
-  for (std::size_t k = 0; k < indices.size(); ++k) {
-    std::int64_t i = indices[k];
-    if (i < 0 || i >= static_cast<std::int64_t>(items.size())) {
-      throw std::invalid_argument("take: indices[" + std::to_string(k) + "] = " + std::to_string(i) +
-                                  " outside [0, " + std::to_string(items.size()) + ")");
+std::vector<T> take(const std::vector<T>& items, const std::vector<std::int64_t>& indices, std::size_t begin,
+                    std::size_t end) {
+    if (begin > end || end > indices.size()) {
+        throw std::invalid_argument("take: range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                    ") outside the " + std::to_string(indices.size()) + " indices");
     }
-    out.push_back(items[static_cast<std::size_t>(i)]);
-  }
-  return out;
+    std::vector<T> out;
+    out.reserve(end - begin);
+    for (std::size_t k = begin; k < end; ++k) {
+        std::int64_t i = indices[k];
+        if (i < 0 || i >= static_cast<std::int64_t>(items.size())) {
+            throw std::invalid_argument("take: indices[" + std::to_string(k) + "] = " + std::to_string(i) +
+                                        " outside [0, " + std::to_string(items.size()) + ")");
+        }
+        out.push_back(items[static_cast<std::size_t>(i)]);
+    }
+    return out;
+}
+
+// items[indices[0]], items[indices[1]], ...: one part of a split.
+template <typename T>
+std::vector<T> take(const std::vector<T>& items, const std::vector<std::int64_t>& indices) {
+    return take(items, indices, 0, indices.size());
 }
 
 }  // namespace tg::data

@@ -292,15 +292,7 @@ Array bag_sum(const Plan& p, const Array& weight, std::size_t bags) {
   constexpr std::size_t ahead = 8;
   Array out = xt::zeros<float>({bags, p.dim});
   for (std::size_t k = 0; k < p.index.size(); ++k) {
-    if (k + ahead < p.index.size()) {
-      // The first 4 cache lines (64 floats), written out: GCC drops prefetches
-      // that sit in a helper function or in a loop of their own.
-      const char* next = reinterpret_cast<const char*>(weight.data() + p.index[k + ahead] * p.dim);
-      __builtin_prefetch(next);
-      if (p.dim > 16) __builtin_prefetch(next + 64);
-      if (p.dim > 32) __builtin_prefetch(next + 128);
-      if (p.dim > 48) __builtin_prefetch(next + 192);
-    }
+    if (k + ahead < p.index.size()) prefetch_row(weight.data() + p.index[k + ahead] * p.dim, p.dim);
     if (p.bag_of[k] == skip) continue;
     const float* row = weight.data() + p.index[k] * p.dim;
     float* dst = out.data() + p.bag_of[k] * p.dim;

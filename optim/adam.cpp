@@ -36,7 +36,7 @@ template <bool Decoupled, bool Amsgrad>
 }
 
 // The update is bound by its square root and two divisions per element. With
-// GCC on x86-64 Linux each variant below is compiled twice, for plain x86-64
+// GCC on x86-64 Linux the function below is compiled twice, for plain x86-64
 // (4 floats per instruction) and for AVX2 (8), and the program loader picks the
 // one the CPU can run (target_clones); measured 1.5-2x faster on the lazy
 // step. AVX2 only, not FMA: a fused multiply-add rounds once where PyTorch
@@ -47,28 +47,21 @@ template <bool Decoupled, bool Amsgrad>
 #define TG_ALSO_FOR_AVX2
 #endif
 
-TG_ALSO_FOR_AVX2 void update_adam(const RowScalars& k, float* p, float* m, float* v, float* vmax,
-                                  const float* g, std::size_t cols) {
-  update_row<false, false>(k, p, m, v, vmax, g, cols);
-}
-TG_ALSO_FOR_AVX2 void update_adam_amsgrad(const RowScalars& k, float* p, float* m, float* v, float* vmax,
-                                          const float* g, std::size_t cols) {
-  update_row<false, true>(k, p, m, v, vmax, g, cols);
-}
-TG_ALSO_FOR_AVX2 void update_adamw(const RowScalars& k, float* p, float* m, float* v, float* vmax,
-                                   const float* g, std::size_t cols) {
-  update_row<true, false>(k, p, m, v, vmax, g, cols);
-}
-TG_ALSO_FOR_AVX2 void update_adamw_amsgrad(const RowScalars& k, float* p, float* m, float* v, float* vmax,
-                                           const float* g, std::size_t cols) {
-  update_row<true, true>(k, p, m, v, vmax, g, cols);
-}
-
-using UpdateRow = void (*)(const RowScalars&, float*, float*, float*, float*, const float*, std::size_t);
-
-UpdateRow pick_update_row(bool decoupled, bool amsgrad) {
-  if (decoupled) return amsgrad ? update_adamw_amsgrad : update_adamw;
-  return amsgrad ? update_adam_amsgrad : update_adam;
+// One row, for the options of this step. The branch is per row, outside the
+// loop over its columns.
+TG_ALSO_FOR_AVX2 void adam_row(bool decoupled, bool amsgrad, const RowScalars& k, float* p, float* m,
+                               float* v, float* vmax, const float* g, std::size_t cols) {
+  if (decoupled) {
+    if (amsgrad)
+      update_row<true, true>(k, p, m, v, vmax, g, cols);
+    else
+      update_row<true, false>(k, p, m, v, vmax, g, cols);
+  } else {
+    if (amsgrad)
+      update_row<false, true>(k, p, m, v, vmax, g, cols);
+    else
+      update_row<false, false>(k, p, m, v, vmax, g, cols);
+  }
 }
 
 }  // namespace
@@ -108,7 +101,7 @@ void Adam::step() {
   RowScalars k{b1, b2, one_minus_b1, one_minus_b2, eps, weight_decay, decay, 0.0f, 0.0f};
   // Without weight decay the decoupled form is exact (p *= 1) and, as in PyTorch,
   // adds no weight_decay * p term to the gradient (which would turn an inf p into NaN).
-  const UpdateRow update = pick_update_row(decoupled || o.weight_decay == 0, o.amsgrad);
+  const bool decay_p = decoupled || o.weight_decay == 0;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& param = params_[i];
     const Grad& grad = param.grad();
@@ -132,7 +125,7 @@ void Adam::step() {
     const std::array<float*, 4> touched{values, m, v, vmax};
     for_each_row(grad, rows, cols, touched, [&](std::size_t r, const float* g_row) {
       const std::size_t at = r * cols;
-      update(k, values + at, m + at, v + at, vmax ? vmax + at : nullptr, g_row, cols);
+      adam_row(decay_p, o.amsgrad, k, values + at, m + at, v + at, vmax ? vmax + at : nullptr, g_row, cols);
     });
   }
 }

@@ -84,20 +84,11 @@ class Optimizer {
     } else if (grad.is_sparse()) {
       const SparseRows& s = grad.sparse();
       constexpr std::size_t ahead = 4;
-      const std::size_t bytes = cols * sizeof(float);
       for (std::size_t i = 0; i < s.rows.size(); ++i) {
         if (i + ahead < s.rows.size()) {
           const std::size_t next = static_cast<std::size_t>(s.rows[i + ahead]);
-          for (float* a : touched) {
-            if (a == nullptr) continue;
-            // The first 4 cache lines (64 floats), written out: GCC drops
-            // prefetches that sit in a helper function or in a loop of their own.
-            const char* row = reinterpret_cast<const char*>(a + next * cols);
-            __builtin_prefetch(row);
-            if (bytes > 64) __builtin_prefetch(row + 64);
-            if (bytes > 128) __builtin_prefetch(row + 128);
-            if (bytes > 192) __builtin_prefetch(row + 192);
-          }
+          for (const float* a : touched)
+            if (a != nullptr) prefetch_row(a + next * cols, cols);
         }
         update(static_cast<std::size_t>(s.rows[i]), s.values.data() + i * cols);
       }

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <xtensor/xadapt.hpp>
+
 #include "data/batch.hpp"
 #include "data/split.hpp"
 #include "data/tokenizer.hpp"
@@ -98,18 +100,6 @@ struct Model : tg::nn::Module {
   }
 };
 
-Docs pick(const Docs& all, const std::vector<int64_t>& ids, std::size_t begin, std::size_t end) {
-  Docs out;
-  for (std::size_t i = begin; i < end; ++i) out.push_back(all[ids[i]]);
-  return out;
-}
-
-tg::Indices pick_targets(const std::vector<int64_t>& all, const std::vector<int64_t>& ids, std::size_t begin,
-                         std::size_t end) {
-  tg::Indices y = xt::zeros<int64_t>({end - begin});
-  for (std::size_t i = begin; i < end; ++i) y(i - begin) = all[ids[i]];
-  return y;
-}
 
 }  // namespace
 
@@ -154,8 +144,8 @@ int main(int argc, char** argv) try {
         order.push_back(split.train[i]);
       pos = 0;
     }
-    const tg::data::CsrBatch batch = rows(pick(docs, order, pos, pos + o.batch));
-    const tg::Indices y = pick_targets(corpus.targets, order, pos, pos + o.batch);
+    const tg::data::CsrBatch batch = rows(tg::data::take(docs, order, pos, pos + o.batch));
+    const tg::Indices y = xt::adapt(tg::data::take(corpus.targets, order, pos, pos + o.batch));
     pos += o.batch;
 
     for (std::size_t m = 0; m < models.size(); ++m) {
@@ -171,8 +161,8 @@ int main(int argc, char** argv) try {
         std::size_t correct = 0;
         for (std::size_t b = 0; b < split.test.size(); b += 100) {
           const std::size_t end = std::min(split.test.size(), b + 100);
-          const tg::Indices ty = pick_targets(corpus.targets, split.test, b, end);
-          Tensor logits = models[m]->forward(rows(pick(docs, split.test, b, end)));
+          const tg::Indices ty = xt::adapt(tg::data::take(corpus.targets, split.test, b, end));
+          Tensor logits = models[m]->forward(rows(tg::data::take(docs, split.test, b, end)));
           for (std::size_t i = 0; i < ty.size(); ++i)
             correct += (logits.value()(i, 1) > logits.value()(i, 0)) == (ty(i) == 1);
         }

@@ -694,6 +694,16 @@ TEST_SUITE("data") {
     CHECK(take(items, {}).empty());
     CHECK_THROWS_WITH_AS(take(items, {0, 3}), "take: indices[1] = 3 outside [0, 3)", std::invalid_argument);
     CHECK_THROWS_AS(take(items, {-1}), std::invalid_argument);
+
+    // A minibatch: positions [begin, end) of a shuffled order.
+    const std::vector<std::int64_t> order = {2, 0, 1, 5};
+    CHECK(take(items, order, 1, 3) == Strings{"a", "b"});
+    CHECK(take(items, order, 2, 2).empty());
+    CHECK_THROWS_WITH_AS(take(items, order, 2, 5), "take: range [2, 5) outside the 4 indices",
+                         std::invalid_argument);
+    CHECK_THROWS_AS(take(items, order, 3, 2), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(take(items, order, 2, 4), "take: indices[3] = 5 outside [0, 3)",
+                         std::invalid_argument);
   }
 
   // ---------------------------------------------------------------- end to end

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <xtensor/xadapt.hpp>
+
 #include "data/batch.hpp"
 #include "data/split.hpp"
 #include "data/tokenizer.hpp"
@@ -175,19 +177,6 @@ tg::nn::CsrInput as_input(tg::data::CsrBatch&& b) {
   return {std::move(b.indptr), std::move(b.indices), std::move(b.values)};
 }
 
-Docs pick(const Docs& all, const std::vector<int64_t>& ids, std::size_t begin, std::size_t end) {
-  Docs out;
-  for (std::size_t i = begin; i < end; ++i) out.push_back(all[ids[i]]);
-  return out;
-}
-
-tg::Indices pick_targets(const std::vector<int64_t>& all, const std::vector<int64_t>& ids, std::size_t begin,
-                         std::size_t end) {
-  tg::Indices y = xt::zeros<int64_t>({end - begin});
-  for (std::size_t i = begin; i < end; ++i) y(i - begin) = all[ids[i]];
-  return y;
-}
-
 Docs encode_all(const std::vector<std::string>& texts, const tg::data::Vocabulary& vocab) {
   Docs docs;
   for (const std::string& t : texts) docs.push_back(vocab.encode(tg::data::tokenize(t)));
@@ -272,8 +261,8 @@ Eval evaluate(Run& run, const Featurizer& f, const Docs& docs, const std::vector
   std::size_t tp = 0, fp = 0, fn = 0, correct = 0;
   for (std::size_t b = 0; b < ids.size(); b += 256) {
     const std::size_t end = std::min(ids.size(), b + 256);
-    tg::Indices y = pick_targets(targets, ids, b, end);
-    Tensor logits = run.logits(f, pick(docs, ids, b, end));
+    tg::Indices y = xt::adapt(tg::data::take(targets, ids, b, end));
+    Tensor logits = run.logits(f, tg::data::take(docs, ids, b, end));
     e.loss += tg::cross_entropy(logits, y, tg::Reduction::sum).item();
     for (std::size_t i = 0; i < y.size(); ++i) {
       const int64_t p = argmax_row(logits.value(), i);
@@ -410,7 +399,7 @@ int train(const Options& o) {
   if (loaded)
     f.tfidf = loaded->tfidf;
   else if (f.values == "tfidf")
-    f.tfidf = tg::data::Tfidf::fit(pick(docs, split.train, 0, split.train.size()), vocab.size());
+    f.tfidf = tg::data::Tfidf::fit(tg::data::take(docs, split.train), vocab.size());
 
   // Both runs start from the same weights: the linear model copies the embedding model's.
   auto first =
@@ -449,8 +438,8 @@ int train(const Options& o) {
     Progress progress("epoch " + std::to_string(epoch), batches);
     for (std::size_t b = 0; b < batches; ++b, ++step) {
       const std::size_t begin = b * o.batch, end = std::min(order.size(), begin + o.batch);
-      const Docs batch = pick(docs, order, begin, end);
-      const tg::Indices y = pick_targets(corpus.targets, order, begin, end);
+      const Docs batch = tg::data::take(docs, order, begin, end);
+      const tg::Indices y = xt::adapt(tg::data::take(corpus.targets, order, begin, end));
       for (std::size_t r = 0; r < runs.size(); ++r) {  // interleaved: both see the same machine state
         StepRecord s = train_step(runs[r], f, batch, y);
         s.epoch = static_cast<int>(epoch);
