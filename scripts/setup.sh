@@ -19,11 +19,15 @@ install_missing_packages() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-# configure_and_build DIR [meson setup options...]
+# configure_and_build DIR [meson setup options...] [-- targets...]
+# Without targets, builds everything.
 configure_and_build() {
   local dir=$1; shift
+  local setup=() targets=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do setup+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && targets=("$@")
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >&2
+    meson setup "$dir" "${setup[@]}" >&2
   fi
-  meson compile -C "$dir" >&2
+  meson compile -C "$dir" "${targets[@]}" >&2
 }
