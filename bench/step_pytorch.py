@@ -8,7 +8,8 @@ bench/harness.hpp, and the same RESULT line.
 
 Optimizers: SGD over every parameter; for embedding + Adam, SparseAdam for the
 embedding's sparse gradient and Adam for the head (PyTorch needs two); for
-linear + Adam, one Adam. zero_grad(set_to_none=True), as tapegrad empties its slots.
+linear + Adam, one Adam. Gradients are cleared with optimizer.zero_grad(), the
+call a PyTorch program makes (in 1.13 it zeroes them in place: set_to_none=False).
 
 Run it with Debian's interpreter (/usr/bin/python3), which has python3-torch.
 """
@@ -169,7 +170,7 @@ def main():
         loss = F.cross_entropy(head(torch.tanh(hidden)), y)
         t2 = time.perf_counter()
         for o in opts:
-            o.zero_grad(set_to_none=True)
+            o.zero_grad()
         loss.backward()
         t3 = time.perf_counter()
         for o in opts:
