@@ -610,7 +610,10 @@ def write_results(args, corpora, merged, results, peers, micro, micro_note, mach
     fh, fr, floors = floor_table(corpora, merged, floor)
     t = targets(corpora, merged, floors, jobs)
     lines = ["# Benchmarks: tapegrad, PyTorch, libtorch and fastText, side by side", "",
-             f"Produced by `{args.command}` on {datetime.date.today().isoformat()} in {elapsed / 60:.1f} minutes.",
+             (f"Produced by `{args.command}` on {datetime.date.today().isoformat()} in {elapsed / 60:.1f} minutes."
+              if not args.reuse else
+              f"Step cells, jobs and micro-benchmarks by `{args.reused_command}`; the floor measured again by "
+              f"`{args.command}` on {datetime.date.today().isoformat()}, from that run's RESULTS.json."),
              "Regenerate with the same command; everything below is written by `bench/run.py`.", "",
              "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in mach.items()]
@@ -745,9 +748,28 @@ def write_results(args, corpora, merged, results, peers, micro, micro_note, mach
     with open(args.out, "w") as f:
         f.write("\n".join(lines))
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-        json.dump(dict(machine=mach, corpora=corpora, results=results, micro=micro, floor=floor,
+        json.dump(dict(machine=mach, command=args.command, elapsed_s=elapsed, corpora=corpora, results=results,
+                       micro=micro, floor=floor,
                        floors={" ".join(k): v for k, v in floors.items()}, jobs=jobs), f, indent=1)
     return head, rows, t
+
+
+def reuse(args, start):
+    """The report from an earlier run's results, with the floor measured again now."""
+    with open(args.reuse) as f:
+        old = json.load(f)
+    corpora, results, jobs = old["corpora"], old["results"], old["jobs"]
+    mach = old["machine"]
+    mach["load average"] += " (cells); " + " ".join(f"{x:.1f}" for x in os.getloadavg()) + " (floor)"
+    floor = best_floor(run_floor(args, corpora), run_floor(args, corpora))
+    peers = {s: None for s in SYSTEMS}
+    head, rows, t = write_results(args, corpora, merge_rounds(results), results, peers, old["micro"],
+                                  None if old["micro"] else "not run", mach, old.get("elapsed_s", 0), floor,
+                                  jobs, None if jobs else "not run")
+    print(render(head, rows))
+    for desc, measured, goal, ok in t:
+        print(f"{'MET ' if ok else 'MISS' if ok is not None else '----'}  {desc}: {measured} (goal {goal})")
+    print(f"\nwrote {args.out} ({(time.monotonic() - start) / 60:.1f} min)")
 
 
 def main():
@@ -761,6 +783,11 @@ def main():
     p.add_argument("--quick", action="store_true", help="fewer steps, for trying things out")
     p.add_argument("--no-micro", action="store_true")
     p.add_argument("--no-jobs", action="store_true", help="skip the end-to-end jobs (bow_classifier, fastText)")
+    p.add_argument("--reuse", default=None, metavar="RESULTS.json",
+                   help="take the step cells, jobs and micro-benchmarks from this earlier run's RESULTS.json, "
+                        "measure only the floor again, and write the report")
+    p.add_argument("--reused-command", default="./scripts/bench --rounds 3",
+                   help="with --reuse: the command that made the reused results (for the report)")
     p.add_argument("--only", default=None, help="run only the corpora whose name contains this (e.g. spamassassin)")
     p.add_argument("--timeout", type=int, default=300, help="seconds per process")
     p.add_argument("--out", default=None, help="default: SOURCE/bench/RESULTS.md")
@@ -770,6 +797,8 @@ def main():
     args.out = args.out or os.path.join(args.source, "bench", "RESULTS.md")
     start = time.monotonic()
 
+    if args.reuse:
+        return reuse(args, start)
     mach = machine(args)
     peers = available_peers(args)
     for s, why in peers.items():
