@@ -192,7 +192,10 @@ static std::size_t arange_count(double start, double end, double step) {
   if ((step > 0 && end < start) || (step < 0 && end > start))
     throw std::invalid_argument("arange: step " + std::to_string(step) + " does not lead from start " +
                                 std::to_string(start) + " to end " + std::to_string(end));
-  return static_cast<std::size_t>(std::ceil((end - start) / step));
+  const double n = std::ceil((end - start) / step);
+  if (n > 1e12)  // also keeps the conversion below defined
+    throw std::invalid_argument("arange: " + std::to_string(n) + " elements are too many");
+  return static_cast<std::size_t>(n);
 }
 
 namespace detail {

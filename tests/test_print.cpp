@@ -99,6 +99,8 @@ TEST_SUITE("core.factories") {
     CHECK_THROWS_WITH_AS(tg::arange(0, 5, 0), "arange: step must be nonzero", std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::arange(5, 0), doctest::Contains("arange: step 1"), std::invalid_argument);
     CHECK_THROWS_AS(tg::arange(0.0, 1.0, -0.5), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::arange(0.0, 1e30), doctest::Contains("elements are too many"), std::invalid_argument);
+    CHECK_THROWS_AS(tg::arange(0.0, INFINITY), std::invalid_argument);
   }
 }
 
