@@ -56,8 +56,8 @@ class Module {
 
   void zero_grad();
 
-  // Training mode is a flag for layers that behave differently when training
-  // (none here yet); train() and eval() set it in every submodule too.
+  // Training mode, for layers that behave differently when training (Dropout:
+  // eval() makes it the identity); train() and eval() set it in every submodule too.
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

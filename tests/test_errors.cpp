@@ -286,6 +286,15 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(E, w.item(), "item", "[2, 3]", "6 elements");
     EXPECT_ERROR(E, rig.net.bag->forward(Indices{{0, 1}}, offsets), "EmbeddingBag", "1-D", "[1, 2]");
     EXPECT_ERROR(E, rig.net.bag->forward(words), "EmbeddingBag", "2-D", "[6]");
+    EXPECT_ERROR(E, tg::maximum(w, v), "maximum: shapes [2, 3] and [4]");
+    EXPECT_ERROR(E, tg::where(tg::gt(w, 0.0f), w, v), "where: shapes [2, 3] and [4]");
+    EXPECT_ERROR(E, tg::cat({w, v}), "cat: tensor 1 has shape [4], tensor 0 has [2, 3]");
+    EXPECT_ERROR(E, tg::stack({w, x}), "stack: tensor 1 has shape [5, 4], tensor 0 has [2, 3]");
+    EXPECT_ERROR(E, tg::gather(w, 1, Indices{0, 1}), "gather: index of shape [2] does not fit input [2, 3]");
+    EXPECT_ERROR(E, tg::layer_norm(w, {4}, std::nullopt, std::nullopt), "layer_norm: input [2, 3]", "[4]");
+    EXPECT_ERROR(E, tg::argmax(w, 2), "argmax: dim 2");
+    EXPECT_ERROR(E, tg::flatten(w, 1, 0), "flatten: start_dim 1 comes after end_dim 0");
+    EXPECT_ERROR(E, tg::max(Tensor(xt::zeros<float>({0}))), "max", "[0]", "empty");
     {
       Tensor y = w * 2.0f;
       EXPECT_ERROR(E, y.backward(Array(xt::ones<float>({3}))), "backward: gradient of shape [3]", "[2, 3]");
@@ -318,12 +327,31 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(E, tg::index_select(w, 0, Indices{-1}), "index_select: index -1");
     EXPECT_ERROR(E, tg::one_hot(Indices{0, 3}, 3), "one_hot: index 3 out of range for size 3");
     EXPECT_ERROR(E, tg::one_hot(Indices{-1}, 3), "one_hot: index -1");
+    EXPECT_ERROR(E, tg::gather(w, 1, Indices{{0, 3}, {1, 1}}), "gather: index 3 out of range for size 3");
+    EXPECT_ERROR(E, tg::narrow(w, 1, 2, 2), "narrow: start 2 and length 2 do not fit dim 1 of shape [2, 3]");
+    EXPECT_ERROR(E, tg::index_select(labels, 0, Indices{7}), "index_select: index 7");
     // A label out of range in the middle of a training step: the forward pass
     // was already recorded, and must be freed again as the exception unwinds.
     EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{0, 2, 1}),
                  "cross_entropy: index 2 out of range for size 2");
     EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{-1, 0, 0}), "cross_entropy: index -1");
     EXPECT_ERROR(E, tg::nll_loss(tg::log_softmax(rig.logits()), Indices{0, 0, 5}), "nll_loss: index 5");
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a probability out of range: dropout, Dropout, multinomial; the generator is untouched") {
+    Rig rig, control;
+    using E = std::invalid_argument;
+    const Tensor w = rig.net.head->weight;
+    tg::Generator gen(1);
+    const tg::Generator before = gen;
+    EXPECT_ERROR(E, tg::dropout(w, 1.5f, true, gen), "dropout: probability has to be between 0 and 1, but got 1.5");
+    EXPECT_ERROR(E, nn::Dropout(-0.5f), "Dropout: probability has to be between 0 and 1");
+    EXPECT_ERROR(E, tg::multinomial(Tensor({0.5f, -1.0f}), 1, gen), "multinomial", "-1", "finite and >= 0");
+    EXPECT_ERROR(E, tg::multinomial(Tensor({0.0f, 0.0f}), 1, true, gen), "multinomial: row 0", "sums to 0");
+    EXPECT_ERROR(E, tg::multinomial(Tensor({0.5f, 0.5f}), 3, gen), "multinomial: cannot draw 3 samples");
+    EXPECT_ERROR(E, tg::clamp(w, std::nullopt, std::nullopt), "clamp: give at least one of min and max");
+    CHECK(gen == before);
     check_intact(rig, control);
   }
 
