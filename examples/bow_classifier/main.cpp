@@ -173,10 +173,6 @@ struct Featurizer {
   }
 };
 
-tg::nn::CsrInput as_input(tg::data::CsrBatch&& b) {
-  return {std::move(b.indptr), std::move(b.indices), std::move(b.values)};
-}
-
 Docs encode_all(const std::vector<std::string>& texts, const tg::data::Vocabulary& vocab) {
   Docs docs;
   for (const std::string& t : texts) docs.push_back(vocab.encode(tg::data::tokenize(t)));
@@ -196,7 +192,7 @@ struct Run {
   tg::nn::Module& module() { return emb ? static_cast<tg::nn::Module&>(*emb) : *lin; }
 
   Tensor logits(const Featurizer& f, const Docs& docs) {
-    if (emb) return emb->forward(as_input(f.rows(docs)));
+    if (emb) return emb->forward(f.rows(docs));
     return lin->forward(Tensor(tg::data::to_dense(f.rows(docs))));  // [B, V] mostly zeros
   }
 };
@@ -356,7 +352,7 @@ int predict(const Options& o) {
   if (texts.empty())
     for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
   tg::NoGradGuard no_grad;
-  Tensor probs = tg::softmax(model->forward(as_input(f.rows(encode_all(texts, m.vocab)))), 1);
+  Tensor probs = tg::softmax(model->forward(f.rows(encode_all(texts, m.vocab))), 1);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const int64_t best = argmax_row(probs.value(), i);
     std::printf("%s\t%.4f\n", m.labels[best].c_str(), probs.value()(i, best));
