@@ -52,8 +52,8 @@ struct Checkpoint {
   Generator* generator = nullptr;
   // Your own entries: strings (the epoch, a config) and float arrays (statistics
   // of the data, say). Saved as given; load_checkpoint replaces both with the file's.
-  nn::Metadata metadata;
-  nn::StateDict tensors;
+  nn::Metadata metadata = {};
+  nn::StateDict tensors = {};
 };
 
 // Writes the parts that are not null, and metadata and tensors. Throws

@@ -79,16 +79,16 @@ namespace tg::optim {
 // the list passed to the optimizer). After construction, param_groups() returns
 // every group with lr and weight_decay set.
 struct ParamGroup {
-  std::vector<Tensor> params;
-  std::optional<double> lr;            // unset: the optimizer's options.lr
-  std::optional<double> weight_decay;  // unset: the optimizer's options.weight_decay
+  std::vector<Tensor> params = {};
+  std::optional<double> lr = {};            // unset: the optimizer's options.lr
+  std::optional<double> weight_decay = {};  // unset: the optimizer's options.weight_decay
 };
 
 // An optimizer's state as a safetensors file holds it (the format is described
 // at the top of this file).
 struct StateDict {
-  nn::StateDict tensors;
-  nn::Metadata metadata;
+  nn::StateDict tensors = {};
+  nn::Metadata metadata = {};
 };
 
 class Optimizer {
