@@ -59,7 +59,8 @@ int64_t CsvData::num_classes() const {
 
 CsvData read_csv(const std::string& path, const CsvOptions& options) {
   std::error_code ignored;  // the overload without it throws for unreadable paths
-  if (std::filesystem::is_directory(path, ignored)) throw FileError("csv", path, 0, "is a directory, not a file");
+  if (std::filesystem::is_directory(path, ignored))
+    throw FileError("csv", path, 0, "is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw FileError("csv", path, 0, "cannot open file for reading");
 
@@ -96,7 +97,8 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
       header_pending = false;
       for (std::size_t i = 0; i < columns; ++i) {
         std::string name(fields[i]);
-        if (name.size() >= 2 && name.front() == '"' && name.back() == '"') name = name.substr(1, name.size() - 2);
+        if (name.size() >= 2 && name.front() == '"' && name.back() == '"')
+          name = name.substr(1, name.size() - 2);
         (i == label ? data.label_name : data.feature_names.emplace_back()) = name;
       }
       continue;
@@ -111,7 +113,7 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
       const std::string where = "column " + std::to_string(i + 1) +
                                 (data.feature_names.empty() ? ""
                                  : i == label               ? " (" + data.label_name + ")"
-                                                            : " (" + data.feature_names[i - (i > label)] + ")");
+                                              : " (" + data.feature_names[i - (i > label)] + ")");
       if (!x) {
         std::string reason = where + ": " + shown(fields[i]) + " is not a finite number";
         if (line_number == 1) reason += "; if the first line names the columns, pass header = true";

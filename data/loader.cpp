@@ -67,7 +67,8 @@ Indices BatchSampler::iterator::operator*() const {
 }
 
 Indices take(const Indices& items, const Indices& rows) {
-  if (items.dimension() == 0) throw std::invalid_argument("take: items must have at least 1 dim; got a 0-d array");
+  if (items.dimension() == 0)
+    throw std::invalid_argument("take: items must have at least 1 dim; got a 0-d array");
   if (rows.dimension() != 1)
     throw std::invalid_argument("take: rows must be 1-d; got shape " +
                                 shape_str(Shape(rows.shape().begin(), rows.shape().end())));

@@ -1,8 +1,8 @@
 #include "optim/adam.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -79,8 +79,8 @@ static const AdamOptions& checked(const AdamOptions& o) {
   if (!(o.lr >= 0)) throw std::invalid_argument(name + ": invalid learning rate " + std::to_string(o.lr));
   if (!(o.eps >= 0)) throw std::invalid_argument(name + ": invalid epsilon " + std::to_string(o.eps));
   if (!(o.betas.first >= 0 && o.betas.first < 1))
-    throw std::invalid_argument(name + ": invalid beta parameter at index 0: " + std::to_string(o.betas.first) +
-                                " (must be in [0, 1))");
+    throw std::invalid_argument(name + ": invalid beta parameter at index 0: " +
+                                std::to_string(o.betas.first) + " (must be in [0, 1))");
   if (!(o.betas.second >= 0 && o.betas.second < 1))
     throw std::invalid_argument(name + ": invalid beta parameter at index 1: " +
                                 std::to_string(o.betas.second) + " (must be in [0, 1))");
@@ -178,17 +178,20 @@ std::function<void()> Adam::prepare_load(const StateDict& state) {
   if (text == state.metadata.end()) fail_load("no \"options\" entry");
   const nlohmann::json j = nlohmann::json::parse(text->second, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("betas") || !j["betas"].is_array() || j["betas"].size() != 2 ||
-      !j["betas"][0].is_number() || !j["betas"][1].is_number() || !j.contains("eps") || !j["eps"].is_number() ||
-      !j.contains("amsgrad") || !j["amsgrad"].is_boolean() || !j.contains("decoupled_weight_decay") ||
-      !j["decoupled_weight_decay"].is_boolean())
-    fail_load("\"options\" is not {\"betas\": [b1, b2], \"eps\": e, \"amsgrad\": bool, "
-              "\"decoupled_weight_decay\": bool}: " + text->second);
+      !j["betas"][0].is_number() || !j["betas"][1].is_number() || !j.contains("eps") ||
+      !j["eps"].is_number() || !j.contains("amsgrad") || !j["amsgrad"].is_boolean() ||
+      !j.contains("decoupled_weight_decay") || !j["decoupled_weight_decay"].is_boolean())
+    fail_load(
+        "\"options\" is not {\"betas\": [b1, b2], \"eps\": e, \"amsgrad\": bool, "
+        "\"decoupled_weight_decay\": bool}: " +
+        text->second);
   AdamOptions o = options_;
   o.betas = {j["betas"][0].get<double>(), j["betas"][1].get<double>()};
   o.eps = j["eps"].get<double>();
   o.amsgrad = j["amsgrad"].get<bool>();
   if (j["decoupled_weight_decay"].get<bool>() != o.decoupled_weight_decay)
-    fail_load("\"options\" says decoupled_weight_decay = " + j["decoupled_weight_decay"].dump() + " for " + name_);
+    fail_load("\"options\" says decoupled_weight_decay = " + j["decoupled_weight_decay"].dump() + " for " +
+              name_);
   try {
     checked(o);
   } catch (const std::invalid_argument& e) {
@@ -200,7 +203,8 @@ std::function<void()> Adam::prepare_load(const StateDict& state) {
   for (const auto& [key, value] : state.metadata) {
     const auto parsed = state_key(key);
     if (key.rfind("state.", 0) == 0 && (!parsed || parsed->second != "step"))
-      fail_load("unexpected metadata entry '" + key + "' for " + std::to_string(params_.size()) + " parameters");
+      fail_load("unexpected metadata entry '" + key + "' for " + std::to_string(params_.size()) +
+                " parameters");
     if (!parsed) continue;
     int64_t step = 0;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), step);
@@ -209,7 +213,8 @@ std::function<void()> Adam::prepare_load(const StateDict& state) {
     states[parsed->first].step = step;
   }
   check_known_tensors(state, [&](std::size_t i, const std::string& name) {
-    return states[i].step > 0 && (name == "exp_avg" || name == "exp_avg_sq" || (o.amsgrad && name == "max_exp_avg_sq"));
+    return states[i].step > 0 &&
+           (name == "exp_avg" || name == "exp_avg_sq" || (o.amsgrad && name == "max_exp_avg_sq"));
   });
   for (std::size_t i = 0; i < params_.size(); ++i) {
     State& s = states[i];
@@ -226,7 +231,8 @@ std::function<void()> Adam::prepare_load(const StateDict& state) {
   };
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : AdamW(one_group(std::move(params)), options) {}
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : AdamW(one_group(std::move(params)), options) {}
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Adam(std::move(groups), AdamOptions{.lr = options.lr,

@@ -84,7 +84,8 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
     return false;
   };
   auto require = [&](const char* part) {
-    if (!holds(part)) fail(std::string("the checkpoint holds no ") + part + " (it holds " + contents.dump() + ")");
+    if (!holds(part))
+      fail(std::string("the checkpoint holds no ") + part + " (it holds " + contents.dump() + ")");
   };
 
   // Check every part that was asked for, keeping what installs it.

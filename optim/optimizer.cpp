@@ -22,7 +22,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::string name, double lr
     if (!group.lr) group.lr = lr;
     if (!group.weight_decay) group.weight_decay = weight_decay;
     const std::string which = name_ + ": param group " + std::to_string(g);
-    if (!(*group.lr >= 0)) throw std::invalid_argument(which + ": invalid learning rate " + std::to_string(*group.lr));
+    if (!(*group.lr >= 0))
+      throw std::invalid_argument(which + ": invalid learning rate " + std::to_string(*group.lr));
     if (!(*group.weight_decay >= 0))
       throw std::invalid_argument(which + ": invalid weight_decay " + std::to_string(*group.weight_decay));
     for (const Tensor& p : group.params) {
@@ -125,8 +126,7 @@ std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state)
   const nn::Metadata& meta = state.metadata;
   const auto type = meta.find("type");
   if (type == meta.end()) fail_load("no \"type\" entry: not an optimizer's state");
-  if (type->second != name_)
-    fail_load("the state is " + type->second + "'s, this optimizer is " + name_);
+  if (type->second != name_) fail_load("the state is " + type->second + "'s, this optimizer is " + name_);
   for (const auto& [key, value] : meta)
     if (key != "type" && key != "options" && key != "param_groups" && key.rfind("state.", 0) != 0)
       fail_load("unexpected metadata entry '" + key + "'");
@@ -160,7 +160,8 @@ std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state)
     decays.push_back(group["weight_decay"].get<double>());
     initial.emplace_back();
     if (group.contains("initial_lr")) {
-      if (!is_rate(group["initial_lr"])) fail_load(where + ": invalid initial_lr " + group["initial_lr"].dump());
+      if (!is_rate(group["initial_lr"]))
+        fail_load(where + ": invalid initial_lr " + group["initial_lr"].dump());
       initial.back() = group["initial_lr"].get<double>();
     }
   }
@@ -204,8 +205,8 @@ std::optional<std::pair<std::size_t, std::string>> Optimizer::state_key(const st
   return std::pair{i, std::string(ptr + 1, end)};
 }
 
-void Optimizer::check_known_tensors(const StateDict& state,
-                                    const std::function<bool(std::size_t, const std::string&)>& allowed) const {
+void Optimizer::check_known_tensors(
+    const StateDict& state, const std::function<bool(std::size_t, const std::string&)>& allowed) const {
   for (const auto& [key, value] : state.tensors) {
     const auto parsed = state_key(key);
     if (!parsed || !allowed(parsed->first, parsed->second))
@@ -219,7 +220,8 @@ Array Optimizer::to_param_shape(const xt::xtensor<float, 2>& rows, const Shape& 
   return a;
 }
 
-xt::xtensor<float, 2> Optimizer::from_state(const StateDict& state, std::size_t i, const std::string& name) const {
+xt::xtensor<float, 2> Optimizer::from_state(const StateDict& state, std::size_t i,
+                                            const std::string& name) const {
   const std::string key = "state." + std::to_string(i) + "." + name;
   const auto it = state.tensors.find(key);
   if (it == state.tensors.end()) fail_load("missing tensor '" + key + "'");

@@ -207,11 +207,11 @@ class Optimizer {
     }
   }
 
-  std::vector<Tensor> params_;         // every group's parameters, in order
-  std::vector<ParamGroup> groups_;     // lr and weight_decay always set
-  std::vector<std::size_t> group_of_;  // group_of_[i]: the group of params_[i]
+  std::vector<Tensor> params_;                     // every group's parameters, in order
+  std::vector<ParamGroup> groups_;                 // lr and weight_decay always set
+  std::vector<std::size_t> group_of_;              // group_of_[i]: the group of params_[i]
   std::vector<std::optional<double>> initial_lr_;  // per group
-  std::string name_;  // "SGD", "Adam", "AdamW": used in error messages
+  std::string name_;                               // "SGD", "Adam", "AdamW": used in error messages
 };
 
 }  // namespace tg::optim

@@ -12,7 +12,8 @@ namespace tg::optim {
 
 using json = nlohmann::json;
 
-LRScheduler::LRScheduler(Optimizer& optimizer, std::string name) : optimizer_(&optimizer), name_(std::move(name)) {}
+LRScheduler::LRScheduler(Optimizer& optimizer, std::string name)
+    : optimizer_(&optimizer), name_(std::move(name)) {}
 
 void LRScheduler::initial_step() {
   for (std::size_t g = 0; g < optimizer_->param_groups().size(); ++g) {
@@ -127,7 +128,8 @@ static void check(const StepLROptions& o, const std::string& where) {
     throw std::invalid_argument(where + ": step_size must be >= 1; got " + std::to_string(o.step_size));
 }
 
-StepLR::StepLR(Optimizer& optimizer, StepLROptions options) : LRScheduler(optimizer, "StepLR"), options_(options) {
+StepLR::StepLR(Optimizer& optimizer, StepLROptions options)
+    : LRScheduler(optimizer, "StepLR"), options_(options) {
   check(options_, "StepLR");
   initial_step();
 }
@@ -154,7 +156,8 @@ std::function<void()> StepLR::prepare_settings(const nn::Metadata& state) {
 // ---------------------------------------------------------------- CosineAnnealingLR
 
 static void check(const CosineAnnealingLROptions& o, const std::string& where) {
-  if (o.T_max < 1) throw std::invalid_argument(where + ": T_max must be >= 1; got " + std::to_string(o.T_max));
+  if (o.T_max < 1)
+    throw std::invalid_argument(where + ": T_max must be >= 1; got " + std::to_string(o.T_max));
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, CosineAnnealingLROptions options)
@@ -204,7 +207,8 @@ std::function<void()> CosineAnnealingLR::prepare_settings(const nn::Metadata& st
 
 static void check(const LinearLROptions& o, const std::string& where) {
   if (!(o.start_factor > 0 && o.start_factor <= 1))
-    throw std::invalid_argument(where + ": start_factor must be in (0, 1]; got " + number_text(o.start_factor));
+    throw std::invalid_argument(where + ": start_factor must be in (0, 1]; got " +
+                                number_text(o.start_factor));
   if (!(o.end_factor >= 0 && o.end_factor <= 1))
     throw std::invalid_argument(where + ": end_factor must be in [0, 1]; got " + number_text(o.end_factor));
   if (o.total_iters < 1)
@@ -228,7 +232,8 @@ std::vector<double> LinearLR::get_lr() const {
     else if (last_epoch_ > options_.total_iters)
       out.push_back(lr);
     else  // the ratio of this epoch's factor to the last one's, as PyTorch writes it
-      out.push_back(lr * (1. + (end - start) / (total * start + static_cast<double>(last_epoch_ - 1) * (end - start))));
+      out.push_back(
+          lr * (1. + (end - start) / (total * start + static_cast<double>(last_epoch_ - 1) * (end - start))));
   }
   return out;
 }

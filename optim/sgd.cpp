@@ -116,7 +116,8 @@ std::function<void()> SGD::prepare_load(const StateDict& state) {
     fail_load(std::string("\"options\": ") + e.what());
   }
   for (const auto& [key, value] : state.metadata)
-    if (key.rfind("state.", 0) == 0) fail_load("unexpected metadata entry '" + key + "' (SGD keeps no step count)");
+    if (key.rfind("state.", 0) == 0)
+      fail_load("unexpected metadata entry '" + key + "' (SGD keeps no step count)");
 
   // Each parameter: a momentum buffer and its row flags, or nothing at all.
   check_known_tensors(state, [&](std::size_t, const std::string& name) {

@@ -37,15 +37,17 @@ struct Bow : tg::nn::Module {
   std::shared_ptr<tg::nn::EmbeddingBag> bag;
   std::shared_ptr<tg::nn::Linear> head;
   explicit Bow(tg::Generator& gen) {
-    bag = register_module("bag", std::make_shared<tg::nn::EmbeddingBag>(
-                                     50, 8, tg::nn::EmbeddingBagOptions{.mode = tg::nn::EmbeddingBagMode::sum}, gen));
+    bag = register_module(
+        "bag", std::make_shared<tg::nn::EmbeddingBag>(
+                   50, 8, tg::nn::EmbeddingBagOptions{.mode = tg::nn::EmbeddingBagMode::sum}, gen));
     head = register_module("head", std::make_shared<tg::nn::Linear>(8, 2, true, gen));
   }
   Tensor forward(const tg::data::CsrBatch& docs) { return head->forward(tg::tanh(bag->forward(docs))); }
 };
 
 int run(int argc, char** argv) {
-  if (argc < 4) throw std::invalid_argument("usage: resume_train MODEL EPOCHS OUT [--load CKPT] [--skip PART]");
+  if (argc < 4)
+    throw std::invalid_argument("usage: resume_train MODEL EPOCHS OUT [--load CKPT] [--skip PART]");
   const std::string kind = argv[1], out = argv[3];
   const int epochs = std::stoi(argv[2]);
   std::string load, skip;
@@ -81,7 +83,8 @@ int run(int argc, char** argv) {
   std::unique_ptr<tg::optim::LRScheduler> sched;
   if (kind == "dense") {
     opt = std::make_unique<tg::optim::Adam>(mlp.parameters(), tg::optim::AdamOptions{.lr = 0.02});
-    sched = std::make_unique<tg::optim::CosineAnnealingLR>(*opt, tg::optim::CosineAnnealingLROptions{.T_max = 3});
+    sched =
+        std::make_unique<tg::optim::CosineAnnealingLR>(*opt, tg::optim::CosineAnnealingLROptions{.T_max = 3});
   } else if (kind == "sparse") {
     opt = std::make_unique<tg::optim::Adam>(
         std::vector<tg::optim::ParamGroup>{{.params = bow.bag->parameters(), .lr = 0.05},
@@ -109,13 +112,14 @@ int run(int argc, char** argv) {
     first_epoch = std::stoi(parts.metadata.at("epoch")) + 1;
   }
 
-  tg::data::BatchSampler batches(n, {.batch_size = kind == "dense" ? 16u : 12u, .shuffle = true,
-                                     .drop_last = kind != "dense"}, gen);
+  tg::data::BatchSampler batches(
+      n, {.batch_size = kind == "dense" ? 16u : 12u, .shuffle = true, .drop_last = kind != "dense"}, gen);
   for (int epoch = first_epoch; epoch < first_epoch + epochs; ++epoch) {
     for (const Indices& idx : batches) {
       Tensor loss;
       if (kind == "dense") {
-        loss = tg::cross_entropy(mlp.forward(tg::index_select(features, 0, idx)), tg::data::take(labels, idx));
+        loss =
+            tg::cross_entropy(mlp.forward(tg::index_select(features, 0, idx)), tg::data::take(labels, idx));
       } else {
         const std::vector<int64_t> rows(idx.begin(), idx.end());
         loss = tg::cross_entropy(bow.forward(tg::data::to_csr(tg::data::take(docs, rows), 50)),

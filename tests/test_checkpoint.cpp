@@ -58,7 +58,9 @@ struct Run {
     adam.step();
     sched.step();
   }
-  tg::Checkpoint parts() { return {.model = &net, .optimizer = &adam, .scheduler = &sched, .generator = &gen}; }
+  tg::Checkpoint parts() {
+    return {.model = &net, .optimizer = &adam, .scheduler = &sched, .generator = &gen};
+  }
 };
 
 // Nothing tells a and b apart: model, optimizer, scheduler, generator, and one more step.
@@ -120,8 +122,9 @@ TEST_SUITE("checkpoint") {
     TempDir dir;
     const std::string path = dir.file("run.ckpt");
     Run run(1, 3);
-    tg::save_checkpoint(path, {.model = &run.net, .optimizer = &run.adam, .generator = &run.gen,
-                               .metadata = {{"epoch", "1"}}});
+    tg::save_checkpoint(
+        path,
+        {.model = &run.net, .optimizer = &run.adam, .generator = &run.gen, .metadata = {{"epoch", "1"}}});
     const nn::StateDict tensors = nn::load_safetensors(path);
     const nn::Metadata meta = nn::load_safetensors_metadata(path);
     CHECK(tensors.at("model.head.weight") == run.net.head->weight.value());
@@ -176,15 +179,17 @@ TEST_SUITE("checkpoint") {
     expect(other_model, "load_state_dict: the state does not fit the module; missing: bag.weight");
 
     Tensor p = tg::zeros({4}, true);
-    optim::SGD sgd(std::vector<optim::ParamGroup>{{.params = {p}}, {.params = {}}, {.params = {}}}, {.lr = 0.1});
+    optim::SGD sgd(std::vector<optim::ParamGroup>{{.params = {p}}, {.params = {}}, {.params = {}}},
+                   {.lr = 0.1});
     const std::string other_optimizer = dir.file("other_optimizer.ckpt");
     tg::save_checkpoint(other_optimizer, {.model = &source.net, .optimizer = &sgd});
     expect(other_optimizer, "Adam.load_state_dict: the state is SGD's");
 
     optim::CosineAnnealingLR cosine(source.adam, {.T_max = 4});
     const std::string other_scheduler = dir.file("other_scheduler.ckpt");
-    tg::save_checkpoint(other_scheduler, {.model = &source.net, .optimizer = &source.adam, .scheduler = &cosine,
-                                          .generator = &source.gen});
+    tg::save_checkpoint(
+        other_scheduler,
+        {.model = &source.net, .optimizer = &source.adam, .scheduler = &cosine, .generator = &source.gen});
     expect(other_scheduler, "StepLR.load_state_dict: the state is CosineAnnealingLR's");
 
     nn::StateDict tensors = nn::load_safetensors(good);
@@ -209,7 +214,8 @@ TEST_SUITE("checkpoint") {
       const std::string run = resume_train() + " " + model + " ";
       const std::string full = dir.file(model + "_full.ckpt"), half = dir.file(model + "_half.ckpt"),
                         resumed = dir.file(model + "_resumed.ckpt");
-      for (const std::string& command : {run + "3 " + full, run + "2 " + half, run + "1 " + resumed + " --load " + half}) {
+      for (const std::string& command :
+           {run + "3 " + full, run + "2 " + half, run + "1 " + resumed + " --load " + half}) {
         const tg::test::CommandResult r = run_command(command);
         INFO(command << "\n" << r.output);
         REQUIRE(r.status == 0);
@@ -221,12 +227,14 @@ TEST_SUITE("checkpoint") {
       CHECK(a == b);
       CHECK(nn::load_safetensors_metadata(resumed).at("user.epoch") == "3");
       const std::string weight = model == "dense" ? "model.fc1.weight" : "model.bag.weight";
-      CHECK(nn::load_safetensors(half).at(weight) != nn::load_safetensors(full).at(weight));  // epoch 3 did something
+      CHECK(nn::load_safetensors(half).at(weight) !=
+            nn::load_safetensors(full).at(weight));  // epoch 3 did something
 
       // The test can tell: leave out the optimizer's state or the generator's and the runs part.
       for (const std::string part : {"optimizer", "generator"}) {
         const std::string partial = dir.file(model + "_without_" + part + ".ckpt");
-        const tg::test::CommandResult r = run_command(run + "1 " + partial + " --load " + half + " --skip " + part);
+        const tg::test::CommandResult r =
+            run_command(run + "1 " + partial + " --load " + half + " --skip " + part);
         INFO(r.output);
         REQUIRE(r.status == 0);
         const nn::StateDict x = nn::load_safetensors(full), y = nn::load_safetensors(partial);

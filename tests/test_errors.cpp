@@ -288,7 +288,8 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(E, rig.net.bag->forward(words), "EmbeddingBag", "2-D", "[6]");
     EXPECT_ERROR(E, tg::data::accuracy(rig.logits(), Indices{0, 1}),
                  "accuracy: logits must be [N, C] and labels [N]; got [3, 2] and [2]");
-    EXPECT_ERROR(E, tg::data::BatchSampler(10, {.batch_size = 0}), "BatchSampler: batch_size must be > 0; got 0");
+    EXPECT_ERROR(E, tg::data::BatchSampler(10, {.batch_size = 0}),
+                 "BatchSampler: batch_size must be > 0; got 0");
     {
       Tensor y = w * 2.0f;
       EXPECT_ERROR(E, y.backward(Array(xt::ones<float>({3}))), "backward: gradient of shape [3]", "[2, 3]");
@@ -328,7 +329,8 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{-1, 0, 0}), "cross_entropy: index -1");
     EXPECT_ERROR(E, tg::nll_loss(tg::log_softmax(rig.logits()), Indices{0, 0, 5}), "nll_loss: index 5");
     EXPECT_ERROR(E, tg::data::take(labels, Indices{0, 3}), "take: rows[1] = 3 out of range for 3 rows");
-    EXPECT_ERROR(E, tg::data::accuracy(rig.logits(), Indices{0, 2, 1}), "accuracy: index 2 out of range for size 2");
+    EXPECT_ERROR(E, tg::data::accuracy(rig.logits(), Indices{0, 2, 1}),
+                 "accuracy: index 2 out of range for size 2");
     check_intact(rig, control);
   }
 
@@ -345,7 +347,8 @@ TEST_SUITE("errors") {
                  "EmbeddingBag: offsets[1] = 7 is past the end of the input (6 indices)");
     EXPECT_ERROR(Bad, bag(words, Indices{{0, 2}}), "EmbeddingBag: offsets must be 1-D; got shape [1, 2]");
     // CSR indptr follows the same rules, plus it must end at the number of indices.
-    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{1, 3}, {0, 1, 2}, {}}), "EmbeddingBag: offsets[0] must be 0; got 1");
+    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{1, 3}, {0, 1, 2}, {}}),
+                 "EmbeddingBag: offsets[0] must be 0; got 1");
     EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{0, 3, 1, 3}, {0, 1, 2}, {}}), "offsets must not decrease");
     EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{0, 2}, {0, 1, 2}, {}}),
                  "CSR indptr must end at the number of indices (3); got 2");
@@ -499,45 +502,55 @@ TEST_SUITE("errors") {
     using E = std::invalid_argument;
     tg::optim::StateDict state = rig.opt.state_dict();
     state.tensors["state.2.exp_avg"] = xt::zeros<float>({3, 2});  // head.weight is [2, 3]
-    EXPECT_ERROR(E, rig.opt.load_state_dict(state),
-                 "Adam.load_state_dict: tensor 'state.2.exp_avg' has shape [3, 2] but parameter 2 has shape [2, 3]");
+    EXPECT_ERROR(
+        E, rig.opt.load_state_dict(state),
+        "Adam.load_state_dict: tensor 'state.2.exp_avg' has shape [3, 2] but parameter 2 has shape [2, 3]");
     state = rig.opt.state_dict();
     state.metadata["state.0.step"] = "-1";
     EXPECT_ERROR(E, rig.opt.load_state_dict(state), "'state.0.step' is \"-1\", not a step count >= 1");
     tg::optim::SGD sgd(Net().parameters(), {.lr = 0.1});
-    EXPECT_ERROR(E, rig.opt.load_state_dict(sgd.state_dict()), "Adam.load_state_dict: the state is SGD's, this optimizer is Adam");
+    EXPECT_ERROR(E, rig.opt.load_state_dict(sgd.state_dict()),
+                 "Adam.load_state_dict: the state is SGD's, this optimizer is Adam");
     tg::optim::Adam fewer({rig.net.bag->weight});
-    EXPECT_ERROR(E, fewer.load_state_dict(rig.opt.state_dict()), "param group 0 holds parameters [0,1,2,3] in the state but [0] here");
+    EXPECT_ERROR(E, fewer.load_state_dict(rig.opt.state_dict()),
+                 "param group 0 holds parameters [0,1,2,3] in the state but [0] here");
     EXPECT_ERROR(E, rig.opt.set_lr(-0.1), "Adam.set_lr: invalid learning rate -0.1");
     EXPECT_ERROR(E, rig.opt.set_lr(3, 0.1), "Adam.set_lr: param group 3 out of range (1 groups)");
     {
       TempDir dir;
       sgd.save(dir.file("sgd.safetensors"));
-      EXPECT_ERROR(E, rig.opt.load(dir.file("sgd.safetensors")), dir.file("sgd.safetensors") + ": Adam.load_state_dict");
+      EXPECT_ERROR(E, rig.opt.load(dir.file("sgd.safetensors")),
+                   dir.file("sgd.safetensors") + ": Adam.load_state_dict");
     }
 
-    // A scheduler: bad settings throw before the optimizer is touched; a state that does not fit loads nothing.
+    // A scheduler: bad settings throw before the optimizer is touched; a state that does not fit loads
+    // nothing.
     EXPECT_ERROR(E, tg::optim::StepLR(rig.opt, {.step_size = 0}), "StepLR: step_size must be >= 1; got 0");
-    EXPECT_ERROR(E, tg::optim::LinearLR(rig.opt, {.start_factor = 2}), "LinearLR: start_factor must be in (0, 1]; got 2");
+    EXPECT_ERROR(E, tg::optim::LinearLR(rig.opt, {.start_factor = 2}),
+                 "LinearLR: start_factor must be in (0, 1]; got 2");
     CHECK(!rig.opt.initial_lr(0));
     tg::optim::CosineAnnealingLR sched(rig.opt, {.T_max = 10}), control_sched(control.opt, {.T_max = 10});
     tg::nn::Metadata bad = sched.state_dict();
     bad["base_lrs"] = "[0.1, 0.2]";
-    EXPECT_ERROR(E, sched.load_state_dict(bad),
-                 "CosineAnnealingLR.load_state_dict: \"base_lrs\" has 2 entries for an optimizer with 1 param groups");
+    EXPECT_ERROR(
+        E, sched.load_state_dict(bad),
+        "CosineAnnealingLR.load_state_dict: \"base_lrs\" has 2 entries for an optimizer with 1 param groups");
     EXPECT_ERROR(E, sched.load_state_dict(tg::optim::StepLR(sgd, {.step_size = 2}).state_dict()),
                  "the state is StepLR's, this scheduler is CosineAnnealingLR");
     CHECK(sched.state_dict() == control_sched.state_dict());
     check_intact(rig, control);
   }
 
-  TEST_CASE("load_checkpoint of a file that is not a checkpoint, lacks a part or does not fit: nothing changes") {
+  TEST_CASE(
+      "load_checkpoint of a file that is not a checkpoint, lacks a part or does not fit: nothing changes") {
     Rig rig, control;
     TempDir dir;
     tg::Generator gen(11), control_gen(11);
-    tg::Checkpoint into{.model = &rig.net, .optimizer = &rig.opt, .generator = &gen, .metadata = {{"epoch", "4"}}};
+    tg::Checkpoint into{
+        .model = &rig.net, .optimizer = &rig.opt, .generator = &gen, .metadata = {{"epoch", "4"}}};
     auto expect = [&](const std::string& path, const std::string& fragment) {
-      EXPECT_ERROR(std::invalid_argument, tg::load_checkpoint(path, into), "load_checkpoint: " + path + ": ", fragment);
+      EXPECT_ERROR(std::invalid_argument, tg::load_checkpoint(path, into), "load_checkpoint: " + path + ": ",
+                   fragment);
     };
     rig.net.save(dir.file("model.safetensors"));
     expect(dir.file("model.safetensors"), "not a tapegrad checkpoint");
@@ -560,8 +573,8 @@ TEST_SUITE("errors") {
 
   TEST_CASE("a bad CSV: FileError naming the file and the line") {
     TempDir dir;
-    auto expect = [&](const std::string& name, const std::string& content, int64_t line, const std::string& reason,
-                      tg::data::CsvOptions options = {}) {
+    auto expect = [&](const std::string& name, const std::string& content, int64_t line,
+                      const std::string& reason, tg::data::CsvOptions options = {}) {
       CAPTURE(name);
       const std::string path = dir.file(name);
       write_file(path, content);
@@ -579,7 +592,8 @@ TEST_SUITE("errors") {
     expect("not_a_number.csv", "1,2,0\n3,x4,1\n", 2, "column 2: 'x4' is not a finite number");
     expect("header.csv", "a,b,y\n1,2,0\n", 1,
            "column 1: 'a' is not a finite number; if the first line names the columns, pass header = true");
-    expect("named.csv", "a,b,y\n1,2,0\n3,,1\n", 3, "column 2 (b): '' is not a finite number", {.header = true});
+    expect("named.csv", "a,b,y\n1,2,0\n3,,1\n", 3, "column 2 (b): '' is not a finite number",
+           {.header = true});
     expect("nan.csv", "1,2,0\n1,nan,0\n", 2, "column 2: 'nan' is not a finite number");
     expect("label.csv", "1,2,0\n1,2,1.5\n", 2, "column 3: label '1.5' is not a class id (an integer >= 0)");
     expect("negative_label.csv", "-1,2,3\n", 1, "column 1: label '-1' is not a class id (an integer >= 0)",

@@ -126,10 +126,12 @@ TEST_SUITE("examples") {
   TEST_CASE("bow_classifier --load resumes exactly: 2 epochs + 1 resumed give the 3-epoch checkpoint") {
     TempDir tmp;
     const fs::path dir = tmp.path;
-    const std::string common = " --data " + tiny() + " --optim adam --dim 8 --batch 4 --min-df 1 --values tfidf";
+    const std::string common =
+        " --data " + tiny() + " --optim adam --dim 8 --batch 4 --min-df 1 --values tfidf";
     for (const std::string mode : {"embedding", "linear"}) {
       CAPTURE(mode);
-      const std::string full = (dir / (mode + "_full.ckpt")).string(), half = (dir / (mode + "_half.ckpt")).string(),
+      const std::string full = (dir / (mode + "_full.ckpt")).string(),
+                        half = (dir / (mode + "_half.ckpt")).string(),
                         resumed = (dir / (mode + "_resumed.ckpt")).string();
       const std::string run = bow() + common + " --mode " + mode;
       for (const std::string& command :

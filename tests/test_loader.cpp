@@ -90,8 +90,10 @@ TEST_SUITE("data") {
     const Indices contexts = {{1, 2, 3}, {4, 5, 6}};
     CHECK(take(contexts, Indices{1}) == Indices{{4, 5, 6}});
     CHECK(take(contexts, Indices(xt::zeros<int64_t>({0}))).shape() == std::vector<std::size_t>{0, 3});
-    CHECK_THROWS_WITH_AS(take(labels, Indices{1, 4}), "take: rows[1] = 4 out of range for 4 rows", std::out_of_range);
-    CHECK_THROWS_WITH_AS(take(labels, Indices{-1}), "take: rows[0] = -1 out of range for 4 rows", std::out_of_range);
+    CHECK_THROWS_WITH_AS(take(labels, Indices{1, 4}), "take: rows[1] = 4 out of range for 4 rows",
+                         std::out_of_range);
+    CHECK_THROWS_WITH_AS(take(labels, Indices{-1}), "take: rows[0] = -1 out of range for 4 rows",
+                         std::out_of_range);
     CHECK_THROWS_AS(take(labels, Indices(xt::zeros<int64_t>({1, 1}))), std::invalid_argument);
   }
 
@@ -124,9 +126,11 @@ TEST_SUITE("data") {
     CHECK(accuracy(logits, Indices{1, 0, 2, 2}) == 0.75);  // ties go to the first largest: row 1 predicts 0
     CHECK(accuracy(logits, Indices{1, 1, 2, 0}) == 0.75);
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    CHECK(accuracy(Tensor({{1.0f, nan, 5.0f}}), Indices{1}) == 1.0);  // NaN counts as the largest, as torch.argmax
+    CHECK(accuracy(Tensor({{1.0f, nan, 5.0f}}), Indices{1}) ==
+          1.0);  // NaN counts as the largest, as torch.argmax
     CHECK_THROWS_WITH_AS(accuracy(logits, Indices{0, 1}),
-                         "accuracy: logits must be [N, C] and labels [N]; got [4, 3] and [2]", std::invalid_argument);
+                         "accuracy: logits must be [N, C] and labels [N]; got [4, 3] and [2]",
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(accuracy(logits, Indices{0, 1, 3, 0}), "accuracy: index 3 out of range for size 3",
                          std::out_of_range);
     CHECK_THROWS_AS(accuracy(Tensor(tg::Array(xt::zeros<float>({0, 3}))), Indices(xt::zeros<int64_t>({0}))),
@@ -150,7 +154,8 @@ TEST_SUITE("data") {
     BatchSampler batches(split.train, {.batch_size = 16, .shuffle = true}, gen);
     for (int epoch = 0; epoch < 5; ++epoch)
       for (const Indices& idx : batches) {
-        Tensor loss = tg::cross_entropy(model(tg::index_select(data.features, 0, idx)), take(data.labels, idx));
+        Tensor loss =
+            tg::cross_entropy(model(tg::index_select(data.features, 0, idx)), take(data.labels, idx));
         opt.zero_grad();
         loss.backward();
         opt.step();

@@ -217,7 +217,8 @@ TEST_SUITE("nn") {
     const std::size_t vocab = 9, dim = 4;
     // Three documents; the second repeats column 3 (scipy sums repeats too).
     const tg::data::CsrBatch counts{{0, 3, 6, 7}, {1, 4, 8, 3, 0, 3, 5}, {2, 1, 1, 1, 3, 2, 4}};
-    const tg::data::CsrBatch tfidf{counts.indptr, counts.indices, {0.31f, -1.2f, 0.05f, 2.5f, 0.7f, 0.4f, 1.9f}};
+    const tg::data::CsrBatch tfidf{
+        counts.indptr, counts.indices, {0.31f, -1.2f, 0.05f, 2.5f, 0.7f, 0.4f, 1.9f}};
     for (const tg::data::CsrBatch* csr : {&counts, &tfidf}) {
       nn::Linear fc(vocab, dim, /*bias=*/false, gen);
       auto bag = nn::EmbeddingBag::from_pretrained(transposed(fc.weight.value()),
@@ -391,8 +392,8 @@ TEST_SUITE("nn") {
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{}, {}, {}}), Contains("got an empty indptr"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{1, 3}, {1, 2, 3}, {}}), Contains("offsets[0] must be 0; got 1"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{1, 3}, {1, 2, 3}, {}}),
+                         Contains("offsets[0] must be 0; got 1"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{0, 2, 1, 3}, {1, 2, 3}, {}}), Contains("must not decrease"),
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{0, 3}, {1, 7, 3}, {}}), Contains("EmbeddingBag: index 7"),

@@ -332,9 +332,12 @@ void save_run(const std::string& path, Run& run, const Options& o, const Saved& 
   }
   std::string joined;
   for (const std::string& l : s.labels) joined += (joined.empty() ? "" : "\t") + l;
-  c.metadata = {{"format", bow_format},      {"labels", joined},
-                {"values", s.values},        {"optim", s.optim},
-                {"epoch", std::to_string(s.epoch)}, {"seed", std::to_string(s.seed)},
+  c.metadata = {{"format", bow_format},
+                {"labels", joined},
+                {"values", s.values},
+                {"optim", s.optim},
+                {"epoch", std::to_string(s.epoch)},
+                {"seed", std::to_string(s.seed)},
                 {"test_fraction", exact(s.test_fraction)}};
   if (s.values == "tfidf") {  // as text, not float32: a resumed run must compute the same features
     std::string idf;
@@ -350,7 +353,8 @@ void save_run(const std::string& path, Run& run, const Options& o, const Saved& 
 Saved read_saved(const std::string& path) {
   const tg::nn::StateDict tensors = tg::nn::load_safetensors(path);
   tg::nn::Metadata meta = tg::nn::load_safetensors_metadata(path);
-  if (meta["user.format"] != bow_format || !tensors.count("model.bag.weight") || !tensors.count("model.head.weight"))
+  if (meta["user.format"] != bow_format || !tensors.count("model.bag.weight") ||
+      !tensors.count("model.head.weight"))
     throw std::runtime_error(path + ": not a checkpoint saved by bow_classifier --save");
   Saved s;
   std::istringstream labels(meta["user.labels"]);
@@ -367,8 +371,8 @@ Saved read_saved(const std::string& path) {
   s.vocab_size = w.shape()[0];
   s.dim = w.shape()[1];
   if (static_cast<int64_t>(s.vocab_size) != s.vocab.size())
-    throw std::runtime_error(path + ": the weights have " + std::to_string(s.vocab_size) + " rows but " + path +
-                             ".vocab has " + std::to_string(s.vocab.size()) + " tokens");
+    throw std::runtime_error(path + ": the weights have " + std::to_string(s.vocab_size) + " rows but " +
+                             path + ".vocab has " + std::to_string(s.vocab.size()) + " tokens");
   if (tensors.at("model.head.weight").shape()[0] != s.labels.size())
     throw std::runtime_error(path + ": " + std::to_string(s.labels.size()) + " labels for " +
                              std::to_string(tensors.at("model.head.weight").shape()[0]) + " outputs");
@@ -403,7 +407,8 @@ int train(Options o) {
   if (!o.load.empty()) {
     loaded = std::make_unique<Saved>(read_saved(o.load));
     if (loaded->optim != o.optim)
-      throw std::runtime_error(o.load + " was trained with --optim " + loaded->optim + "; resume it with that");
+      throw std::runtime_error(o.load + " was trained with --optim " + loaded->optim +
+                               "; resume it with that");
     o.seed = loaded->seed;
     o.test_fraction = loaded->test_fraction;
   }
@@ -456,7 +461,8 @@ int train(Options o) {
     if (loaded) r.opt->load_state_dict(transpose_first(first_opt->state_dict()));
     runs.push_back(std::move(r));
   }
-  if (o.mode != "linear") runs.insert(runs.begin(), Run{"embedding", std::move(first), nullptr, std::move(first_opt)});
+  if (o.mode != "linear")
+    runs.insert(runs.begin(), Run{"embedding", std::move(first), nullptr, std::move(first_opt)});
 
   std::printf("data: %s: %zu documents (%zu train, %zu test), %zu labels, vocabulary %lld, dim %zu\n",
               o.data.c_str(), corpus.texts.size(), split.train.size(), split.test.size(), classes,
@@ -540,7 +546,7 @@ int train(Options o) {
 
   Run& best = runs.front();
   if (!o.save.empty()) {
-    const Saved saved{corpus.label_names, f.values, o.optim, f.tfidf, vocab, o.seed, o.test_fraction,
+    const Saved saved{corpus.label_names,        f.values, o.optim, f.tfidf, vocab, o.seed, o.test_fraction,
                       first_epoch + o.epochs - 1};
     save_run(o.save, best, o, saved);
     std::printf("saved the %s model to %s and %s.vocab\n", best.mode.c_str(), o.save.c_str(), o.save.c_str());
