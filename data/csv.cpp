@@ -46,7 +46,10 @@ std::optional<T> number(std::string_view field) {
 // Fields are shown in messages; cut long ones so the message stays readable.
 std::string shown(std::string_view field) {
   constexpr std::size_t max_shown = 40;
-  return "'" + std::string(field.substr(0, max_shown)) + (field.size() > max_shown ? "...'" : "'");
+  std::string out = "'";
+  out.append(field.substr(0, max_shown));
+  out.append(field.size() > max_shown ? "...'" : "'");
+  return out;
 }
 
 }  // namespace

@@ -84,12 +84,6 @@ void Optimizer::set_initial_lr(std::size_t group, double lr) {
   initial_lr_[group] = lr;
 }
 
-std::size_t Optimizer::group_begin(std::size_t group) const {
-  std::size_t i = 0;
-  while (i < group_of_.size() && group_of_[i] < group) ++i;
-  return i;
-}
-
 // ---------------------------------------------------------------- state
 
 StateDict Optimizer::state_dict() const {

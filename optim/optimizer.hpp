@@ -152,9 +152,6 @@ class Optimizer {
   // parameter. step() calls it before touching anything.
   void check_grads() const;
 
-  // Group g's parameters are params_[group_begin(g)] .. params_[group_begin(g + 1) - 1].
-  std::size_t group_begin(std::size_t group) const;
-
   // What a derived optimizer adds to state_dict(): "options" and its per-parameter entries.
   virtual void save_state(StateDict& out) const = 0;
   // Checks the "options" and per-parameter entries of `state` (all of them; the

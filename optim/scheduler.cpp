@@ -12,6 +12,10 @@ namespace tg::optim {
 
 using json = nlohmann::json;
 
+static std::string number_text(double x) {
+  return json(x).dump();  // the shortest text that reads back to the same double
+}
+
 LRScheduler::LRScheduler(Optimizer& optimizer, std::string name)
     : optimizer_(&optimizer), name_(std::move(name)) {}
 
@@ -26,15 +30,19 @@ void LRScheduler::initial_step() {
 void LRScheduler::step() {
   ++last_epoch_;
   const std::vector<double> lrs = get_lr();
+  // Only a group's lr set below eta_min by hand can lead a schedule below 0.
+  for (std::size_t g = 0; g < lrs.size(); ++g)
+    if (!(lrs[g] >= 0) || !std::isfinite(lrs[g])) {
+      --last_epoch_;
+      throw std::invalid_argument(name_ + ".step: the schedule gives param group " + std::to_string(g) +
+                                  " a learning rate of " + number_text(lrs[g]) + " (its lr is now " +
+                                  number_text(optimizer_->lr(g)) + ")");
+    }
   for (std::size_t g = 0; g < lrs.size(); ++g) optimizer_->set_lr(g, lrs[g]);
   last_lr_ = lrs;
 }
 
 // ---------------------------------------------------------------- state
-
-static std::string number_text(double x) {
-  return json(x).dump();  // the shortest text that reads back to the same double
-}
 
 static std::string list_text(const std::vector<double>& xs) {
   return json(xs).dump();
@@ -126,6 +134,8 @@ std::function<void()> LRScheduler::prepare_load_state_dict(const nn::Metadata& s
 static void check(const StepLROptions& o, const std::string& where) {
   if (o.step_size < 1)
     throw std::invalid_argument(where + ": step_size must be >= 1; got " + std::to_string(o.step_size));
+  if (!(o.gamma >= 0) || !std::isfinite(o.gamma))
+    throw std::invalid_argument(where + ": gamma must be >= 0; got " + number_text(o.gamma));
 }
 
 StepLR::StepLR(Optimizer& optimizer, StepLROptions options)
@@ -158,6 +168,8 @@ std::function<void()> StepLR::prepare_settings(const nn::Metadata& state) {
 static void check(const CosineAnnealingLROptions& o, const std::string& where) {
   if (o.T_max < 1)
     throw std::invalid_argument(where + ": T_max must be >= 1; got " + std::to_string(o.T_max));
+  if (!(o.eta_min >= 0) || !std::isfinite(o.eta_min))
+    throw std::invalid_argument(where + ": eta_min must be >= 0; got " + number_text(o.eta_min));
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, CosineAnnealingLROptions options)

@@ -29,7 +29,8 @@
 // Differences: no `last_epoch` constructor argument (resume with
 // load_state_dict instead), no `verbose`, no `step(epoch)` (deprecated in
 // PyTorch), and no SequentialLR/ChainedScheduler; settings PyTorch accepts
-// but cannot use (step_size or T_max of 0, start_factor 0) throw here.
+// but cannot use (step_size or T_max of 0, start_factor 0) or that would make
+// a learning rate negative (gamma or eta_min < 0) throw here.
 #pragma once
 
 #include <cstdint>
@@ -42,11 +43,14 @@
 
 namespace tg::optim {
 
+// The optimizer must outlive its schedulers (they keep a pointer to it).
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
 
-  // Goes to the next epoch and sets every group's learning rate for it.
+  // Goes to the next epoch and sets every group's learning rate for it. Throws
+  // std::invalid_argument, changing nothing, if one would be negative (a
+  // CosineAnnealingLR whose group was set below eta_min by hand can get there).
   void step();
   // The learning rates the last step() set, one per param group.
   const std::vector<double>& get_last_lr() const { return last_lr_; }
@@ -97,12 +101,12 @@ class LRScheduler {
 // lr = initial_lr * gamma^floor(epoch / step_size).
 struct StepLROptions {
   int64_t step_size = 0;  // required, > 0
-  double gamma = 0.1;
+  double gamma = 0.1;     // >= 0
 };
 
 class StepLR : public LRScheduler {
  public:
-  // Throws std::invalid_argument for step_size < 1.
+  // Throws std::invalid_argument for step_size < 1 or gamma < 0.
   StepLR(Optimizer& optimizer, StepLROptions options);
   const StepLROptions& options() const { return options_; }
 
@@ -119,13 +123,13 @@ class StepLR : public LRScheduler {
 // as PyTorch's schedule does when stepped past T_max):
 // lr = eta_min + (initial_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2.
 struct CosineAnnealingLROptions {
-  int64_t T_max = 0;  // required, > 0 (PyTorch's name)
-  double eta_min = 0;
+  int64_t T_max = 0;   // required, > 0 (PyTorch's name)
+  double eta_min = 0;  // >= 0
 };
 
 class CosineAnnealingLR : public LRScheduler {
  public:
-  // Throws std::invalid_argument for T_max < 1.
+  // Throws std::invalid_argument for T_max < 1 or eta_min < 0.
   CosineAnnealingLR(Optimizer& optimizer, CosineAnnealingLROptions options);
   const CosineAnnealingLROptions& options() const { return options_; }
 

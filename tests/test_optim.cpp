@@ -910,8 +910,27 @@ TEST_SUITE("optim") {
                          doctest::Contains("end_factor must be in [0, 1]"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(LinearLR(opt, {.total_iters = 0}), doctest::Contains("total_iters must be >= 1"),
                          std::invalid_argument);
+    CHECK_THROWS_WITH_AS(StepLR(opt, {.step_size = 2, .gamma = -0.5}),
+                         doctest::Contains("StepLR: gamma must be >= 0; got -0.5"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(CosineAnnealingLR(opt, {.T_max = 2, .eta_min = -1}),
+                         doctest::Contains("CosineAnnealingLR: eta_min must be >= 0"), std::invalid_argument);
     CHECK(!opt.initial_lr(0));  // untouched
     CHECK(opt.lr() == 0.1);
+    {
+      // A group set below eta_min by hand: on the rising half of the cosine the
+      // chained rule would go below 0. The step is refused as a whole.
+      Tensor b = zeros({2}, true);
+      SGD other({b}, {.lr = 0.1});
+      CosineAnnealingLR cosine(other, {.T_max = 4, .eta_min = 0.05});
+      for (int i = 0; i < 5; ++i) cosine.step();
+      other.set_lr(0.0);
+      CHECK_THROWS_WITH_AS(
+          cosine.step(),
+          doctest::Contains("CosineAnnealingLR.step: the schedule gives param group 0 a learning rate of -"),
+          std::invalid_argument);
+      CHECK(cosine.last_epoch() == 5);
+      CHECK(other.lr() == 0.0);
+    }
 
     StepLR sched(opt, {.step_size = 2});
     sched.step();
