@@ -87,7 +87,7 @@ std::string resume_train() {
 
 }  // namespace
 
-TEST_SUITE("checkpoint") {
+TEST_SUITE("train") {
   TEST_CASE("save_checkpoint and load_checkpoint: every part comes back, and training goes on the same") {
     TempDir dir;
     const std::string path = dir.file("run.ckpt");

@@ -33,7 +33,7 @@ void write(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-TEST_SUITE("data") {
+TEST_SUITE("train") {
   TEST_CASE("BatchSampler without shuffle: positions in order, the last batch shorter unless dropped") {
     BatchSampler keep(7, {.batch_size = 3});
     CHECK(keep.size() == 3);
