@@ -68,6 +68,8 @@ class Module {
   // listing every such name, and no parameter is changed. With strict = false,
   // missing and unexpected names are ignored (wrong shapes still throw).
   void load_state_dict(const StateDict& state, bool strict = true);
+  // The check load_state_dict makes, alone: throws as it would, changes nothing.
+  void check_state_dict(const StateDict& state, bool strict = true) const;
 
   // state_dict() to / from a safetensors file (see nn/safetensors.hpp).
   void save(const std::string& path) const;
