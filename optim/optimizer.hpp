@@ -32,6 +32,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "core/grad.hpp"
+#include "core/table_memory.hpp"
 #include "core/tensor.hpp"
 
 namespace tg::optim {
