@@ -126,9 +126,10 @@ int main(int argc, char** argv) {
               row_str(upstream.value(), reads[0]).c_str(), row_str(upstream.value(), reads[1]).c_str(),
               row_str(values, at).c_str());
   // SparseRows holds its row ids (int64) beside the values (float32).
-  std::printf("%zu bytes = %zu row ids x %zu bytes (int64) + %zu x %zu values x %zu bytes (float32) = %zu + %zu\n",
-              emb.weight.grad().nbytes(), sparse.rows.size(), sizeof(int64_t), sparse.rows.size(), dim,
-              sizeof(float), sparse.rows.size() * sizeof(int64_t), sparse.values.size() * sizeof(float));
+  std::printf(
+      "%zu bytes = %zu row ids x %zu bytes (int64) + %zu x %zu values x %zu bytes (float32) = %zu + %zu\n",
+      emb.weight.grad().nbytes(), sparse.rows.size(), sizeof(int64_t), sparse.rows.size(), dim, sizeof(float),
+      sparse.rows.size() * sizeof(int64_t), sparse.values.size() * sizeof(float));
 
   // The Linear's gradient has every entry of [dim, vocab]: zeros for the ids not in the batch.
   const tg::Array& dense = fc.weight.grad().dense();

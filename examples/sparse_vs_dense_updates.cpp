@@ -28,11 +28,14 @@ std::string set_str(const std::vector<int64_t>& rows) {  // "{0, 1, 2}"
 
 const double lr = 0.1, momentum = 0.9, weight_decay = 0.1;
 
-std::unique_ptr<tg::optim::Optimizer> make_optimizer(const std::string& name, std::vector<tg::Tensor> params) {
+std::unique_ptr<tg::optim::Optimizer> make_optimizer(const std::string& name,
+                                                     std::vector<tg::Tensor> params) {
   using namespace tg::optim;
   if (name == "sgd") return std::make_unique<SGD>(params, SGDOptions{.lr = lr});
-  if (name == "sgd+momentum") return std::make_unique<SGD>(params, SGDOptions{.lr = lr, .momentum = momentum});
-  if (name == "sgd+decay") return std::make_unique<SGD>(params, SGDOptions{.lr = lr, .weight_decay = weight_decay});
+  if (name == "sgd+momentum")
+    return std::make_unique<SGD>(params, SGDOptions{.lr = lr, .momentum = momentum});
+  if (name == "sgd+decay")
+    return std::make_unique<SGD>(params, SGDOptions{.lr = lr, .weight_decay = weight_decay});
   return std::make_unique<Adam>(params, AdamOptions{.lr = lr});  // betas (0.9, 0.999), eps 1e-8
 }
 
@@ -45,13 +48,15 @@ int main() {
 
   tg::Generator gen0(0);
   const float w00 = tg::nn::Embedding(vocab, dim, {}, gen0).weight.value()(0, 0);
-  std::printf("embedding %zu x %zu, the same starting table for every run (w[0,0] = %.4f)\n", vocab, dim, w00);
+  std::printf("embedding %zu x %zu, the same starting table for every run (w[0,0] = %.4f)\n", vocab, dim,
+              w00);
   std::printf("loss sum(embedding(batch)): each looked-up row gets gradient 1 in every column, others 0\n");
   std::printf("  sgd           SGD(lr %g)\n", lr);
   std::printf("  sgd+momentum  SGD(lr %g, momentum %g)\n", lr, momentum);
   std::printf("  sgd+decay     SGD(lr %g, weight_decay %g)\n", lr, weight_decay);
   std::printf("  adam          Adam(lr %g), betas (0.9, 0.999)\n\n", lr);
-  std::printf("optimizer    gradient step batch      rows that moved           w[0,0] moved  grad bytes  state bytes\n");
+  std::printf("%-12s %-8s %-4s %-10s %-25s %12s  %10s  %11s\n", "optimizer", "gradient", "step", "batch",
+              "rows that moved", "w[0,0] moved", "grad bytes", "state bytes");
 
   for (const std::string& name : optimizers) {
     for (const bool sparse : {true, false}) {

@@ -216,8 +216,8 @@ Tensor Embedding::forward(const Indices& input) {
     std::copy_n(weight.value().data() + ids[k] * dim, dim, out.data() + k * dim);
 
   return record("embedding", std::move(out), {weight}, Reads::nothing(),
-                [ids = std::move(ids), num, dim, padding_idx = options_.padding_idx, sparse = options_.sparse](
-                    const Array& g, const Array&, std::vector<Tensor>& in) {
+                [ids = std::move(ids), num, dim, padding_idx = options_.padding_idx,
+                 sparse = options_.sparse](const Array& g, const Array&, std::vector<Tensor>& in) {
                   accumulate_weight_grad(in[0], lookup_grad(ids, g, num, dim, padding_idx), sparse);
                 });
 }

@@ -100,11 +100,11 @@ TEST_SUITE("core.debug") {
     CHECK(loss.grad().dense() == Array(1.0f));
     const std::string dot = tg::to_dot(loss);
     INFO(dot);
-    CHECK(dot.find("\\ngrad sparse rows {1, 3}") != std::string::npos);               // emb.weight
-    CHECK(dot.find("\\ngrad [2, -1, 2, -1, 2, -1]") != std::string::npos);            // the lookup's output
-    CHECK(dot.find("\\ngrad [1, 1, 1, 1, 1, 1]") != std::string::npos);               // looked * w
+    CHECK(dot.find("\\ngrad sparse rows {1, 3}") != std::string::npos);     // emb.weight
+    CHECK(dot.find("\\ngrad [2, -1, 2, -1, 2, -1]") != std::string::npos);  // the lookup's output
+    CHECK(dot.find("\\ngrad [1, 1, 1, 1, 1, 1]") != std::string::npos);     // looked * w
     CHECK(dot.find("sum [") != std::string::npos);
-    CHECK(dot.find("\\ngrad [1]") != std::string::npos);                              // the loss
+    CHECK(dot.find("\\ngrad [1]") != std::string::npos);  // the loss
 
     // Without the guard, an intermediate tensor keeps no gradient (as in PyTorch).
     Tensor again = emb(tg::Indices{0});

@@ -80,20 +80,6 @@ std::set<int> int_set(const std::string& text) {
   return out;
 }
 
-// The numbers on the indented lines right after the line that starts with `header`.
-std::vector<double> block_after(const std::string& out, const std::string& header) {
-  std::istringstream lines(out);
-  std::vector<double> values;
-  bool inside = false;
-  for (std::string line; std::getline(lines, line);) {
-    if (inside && (line.empty() || line[0] != ' ')) break;
-    if (inside)
-      for (double x : numbers(line)) values.push_back(x);
-    if (line.rfind(header, 0) == 0) inside = true;
-  }
-  return values;
-}
-
 // The numbers on the line that starts with `prefix`, after it.
 std::vector<double> line_after(const std::string& out, const std::string& prefix) {
   std::istringstream lines(out);
@@ -222,7 +208,8 @@ TEST_SUITE("learn") {
     CHECK(ids[b] == 3);
     const std::string sum_line = line_starting(r.output, "row 3 = upstream");
     const std::size_t eq = sum_line.find(" = [");
-    const std::vector<double> lhs = bracketed_after(sum_line, " = ["), rhs = bracketed_after(sum_line, " + [");
+    const std::vector<double> lhs = bracketed_after(sum_line, " = ["),
+                              rhs = bracketed_after(sum_line, " + [");
     const std::vector<double> total = bracketed_after(sum_line.substr(sum_line.rfind(" = ")), " = ");
     REQUIRE(eq != std::string::npos);
     REQUIRE(lhs.size() == dim);
@@ -232,16 +219,15 @@ TEST_SUITE("learn") {
       CHECK(lhs[c] == upstream[a][c]);
       CHECK(rhs[c] == upstream[b][c]);
       CHECK(std::abs(total[c] - (lhs[c] + rhs[c])) <= 5e-5);
-      CHECK(total[c] == sparse_values[static_cast<std::size_t>(
-                            std::distance(distinct.begin(), distinct.find(3)))][c]);
+      CHECK(total[c] ==
+            sparse_values[static_cast<std::size_t>(std::distance(distinct.begin(), distinct.find(3)))][c]);
     }
     // Its bytes: int64 row ids beside float32 values.
-    std::size_t total_bytes = 0, n_ids = 0, id_bytes = 0, n_rows = 0, n_cols = 0, value_bytes = 0, ids_part = 0,
-                values_part = 0;
+    std::size_t total_bytes = 0, n_ids = 0, id_bytes = 0, n_rows = 0, n_cols = 0, value_bytes = 0,
+                ids_part = 0, values_part = 0;
     scan(r.output, std::to_string(sparse_bytes) + " bytes =",
          "%zu bytes = %zu row ids x %zu bytes (int64) + %zu x %zu values x %zu bytes (float32) = %zu + %zu",
-         &total_bytes, &n_ids,
-         &id_bytes, &n_rows, &n_cols, &value_bytes, &ids_part, &values_part);
+         &total_bytes, &n_ids, &id_bytes, &n_rows, &n_cols, &value_bytes, &ids_part, &values_part);
     CHECK(total_bytes == sparse_bytes);
     CHECK(n_ids == distinct.size());
     CHECK(id_bytes == sizeof(int64_t));
@@ -272,8 +258,8 @@ TEST_SUITE("learn") {
     // The same ids against a large vocabulary: the sparse side does not grow.
     std::size_t big = 0, big_sparse = 0, big_dense = 0, big_mults = 0;
     scan(r.output, "with a", "with a %zu-word vocabulary", &big);
-    scan(r.output, "embedding grad still", "embedding grad still %zu bytes, linear grad %zu bytes", &big_sparse,
-         &big_dense);
+    scan(r.output, "embedding grad still", "embedding grad still %zu bytes, linear grad %zu bytes",
+         &big_sparse, &big_dense);
     scan(r.output, "the product does", "the product does %zu multiplications", &big_mults);
     CHECK(big > vocab);
     CHECK(big_sparse == sparse_bytes);
@@ -370,20 +356,22 @@ TEST_SUITE("learn") {
 
     // gradcheck checks the loss as it is, so its analytic value is a gradient
     // printed above, digit for digit.
-    CHECK(r.output.find("gradcheck passed for 'loss' (the whole function; L = fn(inputs)") != std::string::npos);
+    CHECK(r.output.find("gradcheck passed for 'loss' (the whole function; L = fn(inputs)") !=
+          std::string::npos);
     double analytic = 0, numeric = 0;
     char where[32] = "";
     const std::string report = line_starting(r.output, "gradcheck passed");
     REQUIRE(report.find("largest error at input ") != std::string::npos);
     std::size_t input = 99;
     REQUIRE(std::sscanf(report.substr(report.find("largest error at input ")).c_str(),
-                        "largest error at input %zu [%31[^]]]: analytic %lf, numeric %lf", &input, where, &analytic,
-                        &numeric) == 4);
+                        "largest error at input %zu [%31[^]]]: analytic %lf, numeric %lf", &input, where,
+                        &analytic, &numeric) == 4);
     CHECK(std::abs(analytic - numeric) <= 2e-3 + 1e-2 * std::abs(numeric));
     char name[32] = "", where_again[32] = "";
     double printed = 0;
-    scan(r.output, "input " + std::to_string(input) + " is", "input %*u is %31[^:]: its gradient at [%31[^]]], printed above, is %lf",
-         name, where_again, &printed);
+    scan(r.output, "input " + std::to_string(input) + " is",
+         "input %*u is %31[^:]: its gradient at [%31[^]]], printed above, is %lf", name, where_again,
+         &printed);
     CHECK(std::string(where_again) == where);
     CHECK(printed == analytic);
     // ... and that gradient is in the parameter's printed list, in the same format.
@@ -396,7 +384,8 @@ TEST_SUITE("learn") {
     REQUIRE(!listed.empty());
     const std::vector<double> shape = bracketed_after(r.output, std::string(name) + " [");  // in the listing
     REQUIRE(shape.size() == pos.size());
-    const std::size_t flat = static_cast<std::size_t>(pos.size() == 2 ? pos[0] * shape[1] + pos[1] : pos.at(0));
+    const std::size_t flat =
+        static_cast<std::size_t>(pos.size() == 2 ? pos[0] * shape[1] + pos[1] : pos.at(0));
     REQUIRE(flat < listed.size());
     CHECK(listed[flat] == printed);
 
@@ -414,15 +403,17 @@ TEST_SUITE("learn") {
     fs::remove(dot);
   }
 
-  TEST_CASE("sparse_vs_dense_updates: with a dense gradient, any optimizer state or weight decay moves absent rows") {
+  TEST_CASE(
+      "sparse_vs_dense_updates: with a dense gradient, any optimizer state or weight decay moves absent "
+      "rows") {
     const Result r = run(example("sparse_vs_dense_updates"));
     INFO(r.output);
     REQUIRE(r.status == 0);
 
     std::size_t vocab = 0, dim = 0;
     double w00 = 0, lr = 0, lr2 = 0, lr3 = 0, lr4 = 0, momentum = 0, weight_decay = 0;
-    scan(r.output, "embedding", "embedding %zu x %zu, the same starting table for every run (w[0,0] = %lf)", &vocab,
-         &dim, &w00);
+    scan(r.output, "embedding", "embedding %zu x %zu, the same starting table for every run (w[0,0] = %lf)",
+         &vocab, &dim, &w00);
     scan(r.output, "sgd ", "sgd SGD(lr %lf)", &lr);
     scan(r.output, "sgd+momentum ", "sgd+momentum SGD(lr %lf, momentum %lf)", &lr2, &momentum);
     scan(r.output, "sgd+decay ", "sgd+decay SGD(lr %lf, weight_decay %lf)", &lr3, &weight_decay);
@@ -463,7 +454,8 @@ TEST_SUITE("learn") {
 
     for (const char* optimizer : {"sgd", "sgd+momentum", "sgd+decay", "adam"}) {
       // A sparse gradient, any optimizer: a step moves exactly the rows in its batch.
-      const std::string sparse = std::string(optimizer) + " sparse", dense = std::string(optimizer) + " dense";
+      const std::string sparse = std::string(optimizer) + " sparse",
+                        dense = std::string(optimizer) + " dense";
       std::set<int> seen;
       for (std::size_t k = 0; k < steps; ++k) {
         CAPTURE(k);
@@ -504,23 +496,25 @@ TEST_SUITE("learn") {
       const double g = k == 0 ? 1 : 0, t = static_cast<double>(k + 1);
       m = 0.9 * m + 0.1 * g;
       v = 0.999 * v + 0.001 * g * g;
-      const double step = lr * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
+      const double step =
+          lr * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
       CHECK_MESSAGE(near(adam[k].w00_moved, -step), "adam dense step " << k + 1);
     }
-    for (const char* name : {"sgd sparse", "sgd dense"})
-      CHECK(runs[name][1].w00_moved == 0.0);
+    for (const char* name : {"sgd sparse", "sgd dense"}) CHECK(runs[name][1].w00_moved == 0.0);
 
     // Optimizer state: none for plain SGD; a buffer plus a flag per row for
     // momentum; m and v for every row for Adam, lazy or not.
     for (const char* gradient : {" sparse", " dense"}) {
       CHECK(runs[std::string("sgd") + gradient][2].state_bytes == 0);
       CHECK(runs[std::string("sgd+decay") + gradient][2].state_bytes == 0);
-      CHECK(runs[std::string("sgd+momentum") + gradient][2].state_bytes == vocab * dim * sizeof(float) + vocab);
+      CHECK(runs[std::string("sgd+momentum") + gradient][2].state_bytes ==
+            vocab * dim * sizeof(float) + vocab);
       CHECK(runs[std::string("adam") + gradient][2].state_bytes == 2 * vocab * dim * sizeof(float));
     }
 
     std::size_t big_vocab = 0, big_dim = 0, ids = 0, dense_bytes = 0, sparse_bytes = 0;
-    scan(r.output, "at ", "at %zu x %zu with %zu distinct ids per batch: dense gradient %zu bytes, sparse %zu bytes",
+    scan(r.output, "at ",
+         "at %zu x %zu with %zu distinct ids per batch: dense gradient %zu bytes, sparse %zu bytes",
          &big_vocab, &big_dim, &ids, &dense_bytes, &sparse_bytes);
     CHECK(dense_bytes == big_vocab * big_dim * sizeof(float));
     CHECK(sparse_bytes == ids * (sizeof(int64_t) + big_dim * sizeof(float)));

@@ -317,7 +317,7 @@ TEST_SUITE("nn") {
             table, {.mode = nn::EmbeddingBagMode::sum, .padding_idx = padding}, /*freeze=*/false);
         Indices ids = xt::empty<int64_t>({n});
         for (auto& id : ids) id = static_cast<int64_t>(gen() % 40);  // few rows, many repeats
-        ids(0) = 45;  // read once, below with a -0.0
+        ids(0) = 45;                                                 // read once, below with a -0.0
         Indices offsets = xt::empty<int64_t>({n});
         for (std::size_t k = 0; k < n; ++k) offsets(k) = static_cast<int64_t>(k);
         Array g = tg::randn({n, dim}, gen).value();
