@@ -562,8 +562,11 @@ TEST_SUITE("learn") {
     std::ofstream(script) << commands;
     // -batch: run the commands, then quit. stdbuf: the program's own prints are
     // line-buffered as on a terminal, so print_tape()'s lines show up in order.
-    const Result r = run(source + "stdbuf -oL gdb -batch -nx -x '" + script.string() + "' --args" +
-                         gdb_line.substr(std::string("gdb --args").size()));
+    // `meson test` points LD_LIBRARY_PATH at the release library, which would
+    // win over the debug program's own (no debug information, no tape.cpp):
+    // a learner's shell has no such setting.
+    const Result r = run(source + "env -u LD_LIBRARY_PATH stdbuf -oL gdb -batch -nx -x '" + script.string() +
+                         "' --args" + gdb_line.substr(std::string("gdb --args").size()));
     fs::remove(script);
     INFO(r.output);
     CHECK(r.status == 0);
