@@ -1,6 +1,7 @@
 // Memory hints for large tables read and written at scattered rows: embedding
-// weights (nn/embedding.cpp) and their optimizer state (optim/optimizer.*).
-// They change speed only, never results; a learner can skip this file.
+// weights (nn/embedding.cpp), their optimizer state (optim/optimizer.*), and
+// linear's weight gradient (core/ops.cpp). They change speed only, never
+// results; a learner can skip this file.
 #pragma once
 
 #include <cstddef>
