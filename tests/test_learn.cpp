@@ -520,6 +520,36 @@ TEST_SUITE("learn") {
     CHECK(sparse_bytes == ids * (sizeof(int64_t) + big_dim * sizeof(float)));
   }
 
+  TEST_CASE("the Learn section's printed blocks are what the examples print") {
+    // Each "```text\n$ ./build/examples/NAME" block between the learn markers is
+    // a whole run, pasted: the program's output now must be the same, byte for byte.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    MESSAGE("sanitizer build: the blocks are pasted from, and checked against, the release build");
+    return;
+#endif
+    std::ifstream in(tg::test::source_path("README.md"));
+    REQUIRE(in.good());
+    const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t begin = readme.find("<!-- learn:begin -->"), end = readme.find("<!-- learn:end -->");
+    REQUIRE(begin != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    const std::string learn = readme.substr(begin, end - begin);
+    const std::string opening = "```text\n$ ./build/examples/";
+    std::size_t blocks = 0;
+    for (std::size_t at = learn.find(opening); at != std::string::npos; at = learn.find(opening, at + 1)) {
+      const std::size_t name_at = at + opening.size(), line_end = learn.find('\n', name_at);
+      const std::string name = learn.substr(name_at, line_end - name_at);
+      const std::string pasted = learn.substr(line_end + 1, learn.find("```", line_end) - line_end - 1);
+      CAPTURE(name);
+      REQUIRE(name.find(' ') == std::string::npos);  // no arguments
+      const Result r = run(example(name));
+      REQUIRE(r.status == 0);
+      CHECK(r.output == pasted);
+      ++blocks;
+    }
+    CHECK(blocks == 4);
+  }
+
   TEST_CASE("the README's gdb recipe runs as written (skipped without gdb)") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     MESSAGE("sanitizer build: the recipe is checked by the plain suite");
