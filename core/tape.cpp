@@ -213,7 +213,7 @@ void run_backward(const Tensor& root, Array seed, bool retain_graph) {
       const Shape shape(n->output_shape.begin(), n->output_shape.end());
       Array g = out->pending.to_dense(shape);
       out->pending.clear();
-      if (out->retains_grad) out->grad.add(g, shape);
+      if (out->retains_grad || debug::retain_all_grads()) out->grad.add(g, shape);
       auto trace = debug::before_step(*n);  // null unless tracing
       n->backward(g, out->value, n->inputs);
       if (trace || debug::anomaly_enabled()) debug::after_step(*n, g, trace);
