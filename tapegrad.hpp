@@ -1,4 +1,8 @@
-// tapegrad: everything in one include.
+// tapegrad: everything in one include, `#include <tapegrad/tapegrad.hpp>`.
+//
+// Inside the library every include is relative to the including file, so the
+// headers find each other wherever they are installed, whatever the user's own
+// include path holds (a project with its own core/tensor.hpp included).
 #pragma once
 
 #include "core/debug.hpp"
@@ -7,6 +11,12 @@
 #include "core/ops.hpp"
 #include "core/tape.hpp"
 #include "core/tensor.hpp"
+#include "data/batch.hpp"
+#include "data/file_error.hpp"
+#include "data/split.hpp"
+#include "data/tokenizer.hpp"
+#include "data/tsv.hpp"
+#include "data/vocabulary.hpp"
 #include "nn/clip_grad.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"

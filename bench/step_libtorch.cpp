@@ -13,7 +13,7 @@
 
 #include <cstdio>
 
-#include "bench/harness.hpp"
+#include "harness.hpp"
 
 namespace {
 

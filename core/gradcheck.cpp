@@ -1,9 +1,9 @@
-#include "core/gradcheck.hpp"
+#include "gradcheck.hpp"
 
 #include <cmath>
 #include <sstream>
 
-#include "core/tape.hpp"
+#include "tape.hpp"
 
 namespace tg {
 

@@ -1,4 +1,4 @@
-#include "core/ops.hpp"
+#include "ops.hpp"
 
 #include <cblas.h>
 
@@ -13,7 +13,7 @@
 #include <xtensor/xoperation.hpp>
 #include <xtensor/xsort.hpp>
 
-#include "core/tape.hpp"
+#include "tape.hpp"
 
 namespace tg {
 

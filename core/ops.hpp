@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "tensor.hpp"
 
 namespace tg {
 

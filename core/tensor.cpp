@@ -1,4 +1,4 @@
-#include "core/tensor.hpp"
+#include "tensor.hpp"
 
 #include <cstdint>
 #include <stdexcept>
@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #endif
 
-#include "core/tape.hpp"
+#include "tape.hpp"
 
 namespace tg {
 

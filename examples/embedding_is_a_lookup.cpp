@@ -10,7 +10,7 @@
 
 #include <xtensor/xmath.hpp>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

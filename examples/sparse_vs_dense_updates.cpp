@@ -14,7 +14,7 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "../core/tensor.hpp"
 
 namespace tg::nn::utils {
 

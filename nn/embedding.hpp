@@ -26,8 +26,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/tensor.hpp"
-#include "nn/module.hpp"
+#include "../core/tensor.hpp"
+#include "module.hpp"
 
 namespace tg::nn {
 

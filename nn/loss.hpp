@@ -2,7 +2,7 @@
 // are core's (core/ops.hpp); the structs hold a reduction, like nn.MSELoss().
 #pragma once
 
-#include "core/ops.hpp"
+#include "../core/ops.hpp"
 
 namespace tg::nn {
 

@@ -1,4 +1,4 @@
-#include "optim/adam.hpp"
+#include "adam.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -62,7 +62,7 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include "optim/optimizer.hpp"
+#include "optimizer.hpp"
 
 namespace tg::optim {
 

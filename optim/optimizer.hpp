@@ -31,8 +31,8 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include "core/grad.hpp"
-#include "core/tensor.hpp"
+#include "../core/grad.hpp"
+#include "../core/tensor.hpp"
 
 namespace tg::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/sgd.hpp"
+#include "sgd.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -7,8 +7,9 @@
 #include <map>
 #include <sstream>
 
-#include "data/split.hpp"
-#include "data/tsv.hpp"
+#include <tapegrad/data/split.hpp>
+#include <tapegrad/data/tsv.hpp>
+
 #include "helpers.hpp"
 
 namespace {

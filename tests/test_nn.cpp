@@ -14,8 +14,9 @@
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xview.hpp>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using nlohmann::json;
 using tg::Array;

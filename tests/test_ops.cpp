@@ -2,8 +2,9 @@
 // and against PyTorch where tests/data/core_reference.json has the op.
 #include <doctest/doctest.h>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Tensor;

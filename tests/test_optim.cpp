@@ -10,8 +10,9 @@
 
 #include <xtensor/xview.hpp>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using namespace tg;
 using namespace tg::optim;

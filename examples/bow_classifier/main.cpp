@@ -17,14 +17,10 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "data/batch.hpp"
-#include "data/split.hpp"
-#include "data/tokenizer.hpp"
-#include "data/tsv.hpp"
-#include "data/vocabulary.hpp"
+#include <tapegrad/tapegrad.hpp>
+
 #include "model.hpp"
 #include "report.hpp"
-#include "tapegrad.hpp"
 
 namespace {
 
