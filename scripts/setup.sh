@@ -2,9 +2,10 @@
 # Installs the Debian packages that are missing (nothing when all are present),
 # then configures and builds the project in $build_dir.
 
+# gnuplot-nox draws the example's PNG plot (pngcairo, without X11).
 packages=(g++ meson ninja-build pkg-config
           xtensor-dev xtl-dev libxtensor-blas-dev libopenblas-dev
-          nlohmann-json3-dev doctest-dev python3 python3-numpy)
+          nlohmann-json3-dev doctest-dev python3 python3-numpy gnuplot-nox)
 
 install_missing_packages() {
   local missing=() p
@@ -19,11 +20,16 @@ install_missing_packages() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-# configure_and_build DIR [meson setup options...]
-configure_and_build() {
+# configure DIR [meson setup options...]: once; later runs reuse DIR as it is.
+configure() {
   local dir=$1; shift
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >&2
   fi
-  meson compile -C "$dir" >&2
+}
+
+# configure_and_build DIR [meson setup options...]: every target.
+configure_and_build() {
+  configure "$@"
+  meson compile -C "$1" >&2
 }
