@@ -48,7 +48,8 @@ options:
   --save FILE        save the trained model to FILE (safetensors) and FILE.vocab
   --load FILE        start from a saved model (train), or the model to use (predict)
   --metrics FILE     write per-step and per-epoch metrics as CSV
-  --plot FILE        draw both modes' loss and step time (.png via gnuplot, else .svg)
+  --plot FILE        draw both modes' loss and step time: FILE.png (by gnuplot; without it,
+                     an SVG beside it) or FILE.svg
   --predictions FILE write the test set's predicted labels (label<TAB>text)
   --help             this text
 )";
