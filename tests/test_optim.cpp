@@ -134,11 +134,12 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const nlohman
                                             .weight_decay = o.value("weight_decay", 0.0),
                                             .nesterov = o.value("nesterov", false)});
   if (name == "AdamW")
-    return std::make_unique<AdamW>(std::vector<Tensor>{p}, AdamWOptions{.lr = o.at("lr"),
-                                                                        .weight_decay = o.at("weight_decay")});
-  return std::make_unique<Adam>(std::vector<Tensor>{p}, AdamOptions{.lr = o.at("lr"),
-                                                                    .weight_decay = o.value("weight_decay", 0.0),
-                                                                    .amsgrad = o.value("amsgrad", false)});
+    return std::make_unique<AdamW>(std::vector<Tensor>{p},
+                                   AdamWOptions{.lr = o.at("lr"), .weight_decay = o.at("weight_decay")});
+  return std::make_unique<Adam>(std::vector<Tensor>{p},
+                                AdamOptions{.lr = o.at("lr"),
+                                            .weight_decay = o.value("weight_decay", 0.0),
+                                            .amsgrad = o.value("amsgrad", false)});
 }
 
 }  // namespace
@@ -176,9 +177,9 @@ TEST_SUITE("optim") {
       const std::size_t n = c.at("size");
       Tensor p(formula(c.at("param_seed"), n), true);
       auto opt = make_optimizer(c.at("optimizer"), c.at("options"), p);
-      std::vector<std::size_t> same;  // per step: elements with PyTorch's bits
-      std::vector<int64_t> most_ulps;   // per step: the largest difference in ulps of the value
-      double largest = 0;               // over all steps: the largest |difference|
+      std::vector<std::size_t> same;   // per step: elements with PyTorch's bits
+      std::vector<int64_t> most_ulps;  // per step: the largest difference in ulps of the value
+      double largest = 0;              // over all steps: the largest |difference|
       for (std::size_t step = 0; step < c.at("grad_seeds").size(); ++step) {
         set_grad(p, formula(c["grad_seeds"][step], n, c.at("grad_scale").get<float>()));
         opt->step();
@@ -198,8 +199,8 @@ TEST_SUITE("optim") {
                    << n << "; largest difference " << largest / eps << " ulp of 1.0");
       // What the README says of these runs.
       if (c.at("optimizer") != "SGD") {
-        CHECK(same.front() == n);           // Adam: PyTorch's bits after the first step
-        CHECK(same.back() >= 0.945 * n);   // and on 95% or more after the fifth
+        CHECK(same.front() == n);         // Adam: PyTorch's bits after the first step
+        CHECK(same.back() >= 0.945 * n);  // and on 95% or more after the fifth
       } else {
         CHECK(same.front() >= 0.83 * n);
         CHECK(same.back() >= 0.62 * n);
@@ -222,7 +223,8 @@ TEST_SUITE("optim") {
       std::vector<int64_t> listed;
       for (std::size_t r = 0; r < rows; ++r)
         if ((r + s) % 3 != 0) listed.push_back(static_cast<int64_t>(r));
-      Array v = formula(c.at("grad_seed").get<int64_t>() + s, listed.size() * cols, c.at("grad_scale").get<float>());
+      Array v = formula(c.at("grad_seed").get<int64_t>() + s, listed.size() * cols,
+                        c.at("grad_scale").get<float>());
       set_grad(p, sparse_rows(listed, xt::eval(xt::reshape_view(v, {listed.size(), cols})), rows));
       adam.step();
     }
