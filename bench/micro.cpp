@@ -154,7 +154,7 @@ void adam_steps(benchmark::State& state, tg::Grad grad, const std::string& label
   adam.step();  // allocates the moments
   for (auto _ : state) {
     adam.step();
-    benchmark::DoNotOptimize(w.data().data());
+    benchmark::DoNotOptimize(w.value().data());
   }
   state.SetLabel(label);
 }
@@ -183,7 +183,7 @@ void BM_SGDLazy(benchmark::State& state) {
   tg::optim::SGD sgd({w}, {.lr = 0.1});
   for (auto _ : state) {
     sgd.step();
-    benchmark::DoNotOptimize(w.data().data());
+    benchmark::DoNotOptimize(w.value().data());
   }
   state.SetLabel(std::to_string(w.grad().sparse().nnz_rows()) + " rows of one batch");
 }

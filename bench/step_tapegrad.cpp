@@ -65,13 +65,13 @@ int run(const bench::Args& a) {
     o.mode = tg::nn::EmbeddingBagMode::sum;
     o.sparse = true;
     bag = std::make_unique<tg::nn::EmbeddingBag>(vocab, dim, o, gen);
-    bench::fill_table(bag->weight.data().data(), corpus.vocab, a.dim);
+    bench::fill_table(bag->weight.value_mut().data(), corpus.vocab, a.dim);
   } else {
     proj = std::make_unique<tg::nn::Linear>(vocab, dim, false, gen);
-    bench::fill_projection(proj->weight.data().data(), corpus.vocab, a.dim);
+    bench::fill_projection(proj->weight.value_mut().data(), corpus.vocab, a.dim);
   }
   tg::nn::Linear head(dim, classes, true, gen);
-  bench::fill_head(head.weight.data().data(), head.bias->data().data(), corpus.classes, a.dim);
+  bench::fill_head(head.weight.value_mut().data(), head.bias->value_mut().data(), corpus.classes, a.dim);
 
   std::vector<tg::Tensor> params = embedding ? bag->parameters() : proj->parameters();
   for (const tg::Tensor& p : head.parameters()) params.push_back(p);

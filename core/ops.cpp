@@ -135,7 +135,7 @@ static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
 
 Tensor add(const Tensor& a, const Tensor& b) {
   broadcast_shapes("add", a.shape(), b.shape());
-  return record("add", a.value() + b.value(), {a, b},
+  return record("add", a.value() + b.value(), {a, b}, Reads::nothing(),
                 [](const Array& g, const Array&, std::vector<Tensor>& in) {
                   for (Tensor& t : in)
                     if (t.requires_grad()) t.accumulate_grad(sum_to_shape(g, t.shape()));
@@ -144,7 +144,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   broadcast_shapes("sub", a.shape(), b.shape());
-  return record("sub", a.value() - b.value(), {a, b},
+  return record("sub", a.value() - b.value(), {a, b}, Reads::nothing(),
                 [](const Array& g, const Array&, std::vector<Tensor>& in) {
                   if (in[0].requires_grad()) in[0].accumulate_grad(sum_to_shape(g, in[0].shape()));
                   if (in[1].requires_grad()) in[1].accumulate_grad(sum_to_shape(-g, in[1].shape()));
@@ -153,7 +153,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   broadcast_shapes("mul", a.shape(), b.shape());
-  return record("mul", a.value() * b.value(), {a, b},
+  return record("mul", a.value() * b.value(), {a, b}, Reads::inputs({0, 1}),
                 [](const Array& g, const Array&, std::vector<Tensor>& in) {
                   const Array &x = in[0].value(), &y = in[1].value();
                   if (in[0].requires_grad()) in[0].accumulate_grad(sum_to_shape(g * y, in[0].shape()));
@@ -163,7 +163,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   broadcast_shapes("div", a.shape(), b.shape());
-  return record("div", a.value() / b.value(), {a, b},
+  return record("div", a.value() / b.value(), {a, b}, Reads::inputs({0, 1}),
                 [](const Array& g, const Array&, std::vector<Tensor>& in) {
                   const Array &x = in[0].value(), &y = in[1].value();
                   if (in[0].requires_grad()) in[0].accumulate_grad(sum_to_shape(g / y, in[0].shape()));
@@ -174,24 +174,24 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor neg(const Tensor& a) {
-  return record("neg", -a.value(), {a}, [](const Array& g, const Array&, std::vector<Tensor>& in) {
-    in[0].accumulate_grad(Array(-g));
-  });
+  return record(
+      "neg", -a.value(), {a}, Reads::nothing(),
+      [](const Array& g, const Array&, std::vector<Tensor>& in) { in[0].accumulate_grad(Array(-g)); });
 }
 
 Tensor add(const Tensor& a, float s) {
-  return record("add_scalar", a.value() + s, {a},
+  return record("add_scalar", a.value() + s, {a}, Reads::nothing(),
                 [](const Array& g, const Array&, std::vector<Tensor>& in) { in[0].accumulate_grad(g); });
 }
 
 Tensor mul(const Tensor& a, float s) {
-  return record("mul_scalar", a.value() * s, {a}, [s](const Array& g, const Array&, std::vector<Tensor>& in) {
-    in[0].accumulate_grad(Array(g * s));
-  });
+  return record(
+      "mul_scalar", a.value() * s, {a}, Reads::nothing(),
+      [s](const Array& g, const Array&, std::vector<Tensor>& in) { in[0].accumulate_grad(Array(g * s)); });
 }
 
 Tensor pow(const Tensor& a, float p) {
-  return record("pow", xt::pow(a.value(), p), {a},
+  return record("pow", xt::pow(a.value(), p), {a}, Reads::inputs({0}),
                 [p](const Array& g, const Array&, std::vector<Tensor>& in) {
                   in[0].accumulate_grad(Array(g * p * xt::pow(in[0].value(), p - 1.0f)));
                 });
@@ -240,33 +240,35 @@ Tensor operator/(float s, const Tensor& a) {
 // ------------------------------------------------------ elementwise unary
 
 Tensor exp(const Tensor& a) {
-  return record("exp", xt::exp(a.value()), {a}, [](const Array& g, const Array& y, std::vector<Tensor>& in) {
-    in[0].accumulate_grad(Array(g * y));  // d exp(x) = exp(x)
-  });
+  return record("exp", xt::exp(a.value()), {a}, Reads::output(),
+                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
+                  in[0].accumulate_grad(Array(g * y));  // d exp(x) = exp(x)
+                });
 }
 
 Tensor log(const Tensor& a) {
-  return record("log", xt::log(a.value()), {a}, [](const Array& g, const Array&, std::vector<Tensor>& in) {
-    in[0].accumulate_grad(Array(g / in[0].value()));
-  });
+  return record("log", xt::log(a.value()), {a}, Reads::inputs({0}),
+                [](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  in[0].accumulate_grad(Array(g / in[0].value()));
+                });
 }
 
 Tensor tanh(const Tensor& a) {
-  return record("tanh", xt::tanh(a.value()), {a},
+  return record("tanh", xt::tanh(a.value()), {a}, Reads::output(),
                 [](const Array& g, const Array& y, std::vector<Tensor>& in) {
                   in[0].accumulate_grad(Array(g * (1.0f - y * y)));
                 });
 }
 
 Tensor sigmoid(const Tensor& a) {
-  return record("sigmoid", 1.0f / (1.0f + xt::exp(-a.value())), {a},
+  return record("sigmoid", 1.0f / (1.0f + xt::exp(-a.value())), {a}, Reads::output(),
                 [](const Array& g, const Array& y, std::vector<Tensor>& in) {
                   in[0].accumulate_grad(Array(g * y * (1.0f - y)));
                 });
 }
 
 Tensor relu(const Tensor& a) {
-  return record("relu", xt::maximum(a.value(), 0.0f), {a},
+  return record("relu", xt::maximum(a.value(), 0.0f), {a}, Reads::inputs({0}),
                 [](const Array& g, const Array&, std::vector<Tensor>& in) {
                   in[0].accumulate_grad(Array(xt::where(in[0].value() > 0.0f, g, 0.0f)));
                 });
@@ -290,7 +292,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Array out = xt::empty<float>(out_shape);
   gemm(false, false, rows, m, k, a.value().data(), b.value().data(), out.data());  // [rows, m]
 
-  return record("matmul", std::move(out), {a, b},
+  return record("matmul", std::move(out), {a, b}, Reads::inputs({0, 1}),
                 [rows, k, m](const Array& g, const Array&, std::vector<Tensor>& in) {
                   if (in[0].requires_grad()) {  // dA = g B^T: [rows, m] x [m, k]
                     Array ga = xt::empty<float>(in[0].shape());
@@ -327,7 +329,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
-  return record("linear", std::move(y), std::move(inputs),
+  return record("linear", std::move(y), std::move(inputs), Reads::inputs({0, 1}),
                 [rows, in, out_f](const Array& g, const Array&, std::vector<Tensor>& in_t) {
                   if (in_t[0].requires_grad()) {  // dx = g W: [rows, out] x [out, in]
                     Array gx = xt::empty<float>(in_t[0].shape());
@@ -353,9 +355,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 
 Tensor sum(const Tensor& a) {
   Array out = sum_over(a.value(), all_axes(a.dim()), false);
-  return record("sum", std::move(out), {a}, [](const Array& g, const Array&, std::vector<Tensor>& in) {
-    in[0].accumulate_grad(Array(xt::broadcast(g, in[0].shape())));
-  });
+  return record("sum", std::move(out), {a}, Reads::nothing(),
+                [](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  in[0].accumulate_grad(Array(xt::broadcast(g, in[0].shape())));
+                });
 }
 
 Tensor mean(const Tensor& a) {
@@ -374,9 +377,10 @@ static Array expand_reduced(const Array& g, const Shape& full, std::size_t ax) {
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim) {
   const std::size_t ax = normalize_dim("sum", dim, a.dim());
   Array out = sum_over(a.value(), {ax}, keepdim);
-  return record("sum", std::move(out), {a}, [ax](const Array& g, const Array&, std::vector<Tensor>& in) {
-    in[0].accumulate_grad(expand_reduced(g, in[0].shape(), ax));
-  });
+  return record("sum", std::move(out), {a}, Reads::nothing(),
+                [ax](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  in[0].accumulate_grad(expand_reduced(g, in[0].shape(), ax));
+                });
 }
 
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
@@ -409,7 +413,7 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
       arg[o * s.inner + i] = best;
       out.data()[o * s.inner + i] = col[best * s.inner];
     }
-  return record("max", std::move(out), {a},
+  return record("max", std::move(out), {a}, Reads::nothing(),
                 [s, arg = std::move(arg)](const Array& g, const Array&, std::vector<Tensor>& in) {
                   Array gi = xt::zeros<float>(in[0].shape());
                   for (std::size_t o = 0; o < s.outer; ++o)
@@ -433,7 +437,7 @@ static Array log_softmax_values(const Array& x, std::size_t ax) {
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
   const std::size_t ax = normalize_dim("log_softmax", dim, a.dim());
-  return record("log_softmax", log_softmax_values(a.value(), ax), {a},
+  return record("log_softmax", log_softmax_values(a.value(), ax), {a}, Reads::output(),
                 [ax](const Array& g, const Array& y, std::vector<Tensor>& in) {
                   // dx = g - softmax * sum(g), with softmax = exp(y)
                   Array gs = sum_over(g, {ax}, true);
@@ -443,7 +447,7 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 
 Tensor softmax(const Tensor& a, int64_t dim) {
   const std::size_t ax = normalize_dim("softmax", dim, a.dim());
-  return record("softmax", xt::exp(log_softmax_values(a.value(), ax)), {a},
+  return record("softmax", xt::exp(log_softmax_values(a.value(), ax)), {a}, Reads::output(),
                 [ax](const Array& g, const Array& y, std::vector<Tensor>& in) {
                   // dx = y * (g - sum(g * y))
                   Array gy = sum_over(g * y, {ax}, true);
@@ -480,11 +484,12 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
                                 std::to_string(a.numel()) + " elements of " + shape_str(a.shape()));
   Array out = a.value();
   out.reshape(out_shape);
-  return record("reshape", std::move(out), {a}, [](const Array& g, const Array&, std::vector<Tensor>& in) {
-    Array gi = g;
-    gi.reshape(in[0].shape());
-    in[0].accumulate_grad(std::move(gi));
-  });
+  return record("reshape", std::move(out), {a}, Reads::nothing(),
+                [](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  Array gi = g;
+                  gi.reshape(in[0].shape());
+                  in[0].accumulate_grad(std::move(gi));
+                });
 }
 
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
@@ -493,7 +498,7 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
   std::vector<std::size_t> perm(a.dim());
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[d0], perm[d1]);  // swapping two axes is its own inverse
-  return record("transpose", xt::transpose(a.value(), perm), {a},
+  return record("transpose", xt::transpose(a.value(), perm), {a}, Reads::nothing(),
                 [perm](const Array& g, const Array&, std::vector<Tensor>& in) {
                   in[0].accumulate_grad(Array(xt::transpose(g, perm)));
                 });
@@ -518,7 +523,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
   Array out = xt::empty<float>(out_shape);
   for (std::size_t i = 0; i < index.size(); ++i)
     std::copy_n(a.value().data() + index(i) * row, row, out.data() + i * row);
-  return record("index_select", std::move(out), {a},
+  return record("index_select", std::move(out), {a}, Reads::nothing(),
                 [index, row](const Array& g, const Array&, std::vector<Tensor>& in) {
                   Array gi = xt::zeros<float>(in[0].shape());
                   for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
@@ -564,7 +569,7 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
   Array out = picked;
   if (r == Reduction::sum) out = sum_over(picked, {0}, false);
   if (r == Reduction::mean) out = sum_over(picked, {0}, false) / static_cast<float>(n);
-  return record("nll_loss", std::move(out), {log_probs},
+  return record("nll_loss", std::move(out), {log_probs}, Reads::nothing(),
                 [target, r, n, c](const Array& g, const Array&, std::vector<Tensor>& in) {
                   Array gi = xt::zeros<float>({n, c});
                   for (std::size_t i = 0; i < n; ++i) {

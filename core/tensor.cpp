@@ -43,7 +43,7 @@ void Tensor::copy_(const Array& src) {
   if (s != shape())
     throw std::invalid_argument("copy_: source of shape " + shape_str(s) + " for a tensor of shape " +
                                 shape_str(shape()));
-  impl_->value = src;
+  value_mut() = src;
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
@@ -59,16 +59,25 @@ void Tensor::retain_grad() {
   impl_->retains_grad = true;
 }
 
+// A leaf may be shared by graphs that threads backward at the same time (a
+// parameter), so adding into it takes its lock. A non-leaf belongs to one graph,
+// which one backward() walks at a time.
+template <class G>
+static void add_into(TensorImpl& t, G g, const Shape& shape) {
+  if (t.creator) {
+    t.pending.add(std::move(g), shape);
+  } else {
+    std::lock_guard<std::mutex> lock(t.grad_mutex);
+    t.grad.add(std::move(g), shape);
+  }
+}
+
 void Tensor::accumulate_grad(Array g) {
-  if (!requires_grad()) return;
-  Grad& slot = is_leaf() ? impl_->grad : impl_->pending;
-  slot.add(std::move(g), shape());
+  if (requires_grad()) add_into(*impl_, std::move(g), shape());
 }
 
 void Tensor::accumulate_grad(SparseRows g) {
-  if (!requires_grad()) return;
-  Grad& slot = is_leaf() ? impl_->grad : impl_->pending;
-  slot.add(std::move(g), shape());
+  if (requires_grad()) add_into(*impl_, std::move(g), shape());
 }
 
 void Tensor::backward(std::optional<Array> gradient, bool retain_graph) const {

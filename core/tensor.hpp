@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -36,6 +37,13 @@ struct TensorImpl {
   bool retains_grad = false;
   std::shared_ptr<Node> creator;  // the op that produced this tensor; null for leaves
   std::string name;               // optional, shown by print_tape() and to_dot()
+  // Counts in-place writes to `value` (value_mut(), copy_(), optimizer steps,
+  // load_state_dict, max_norm). An op remembers the versions of the values its
+  // backward reads; backward() refuses to use values written since.
+  uint64_t version = 0;
+  // Two threads may backward() their own graphs into the same leaf (a shared
+  // parameter): its gradient is added to under this lock.
+  std::mutex grad_mutex;
 };
 
 class Tensor {
@@ -53,12 +61,21 @@ class Tensor {
   std::size_t numel() const { return impl_->value.size(); }
   float item() const;  // the single value of a one-element tensor
 
-  // Raw storage, like PyTorch's `.data`: writes are not recorded on the tape.
-  // Optimizers use it; most code wants copy_() instead.
-  Array& data() { return impl_->value; }
-  // Overwrites the values in place (same shape). A tensor that requires grad can
-  // only be overwritten under NoGradGuard, as in PyTorch.
+  // The values, for writing in place (like PyTorch's `.data`): the write is not
+  // recorded on the tape, so no gradient flows through it. Each call counts as an
+  // in-place write and bumps version(): a backward() that needs the values an
+  // earlier op read then throws instead of computing a wrong gradient. So write
+  // between a step and the next forward (as optimizers do), and do not keep the
+  // reference across a forward pass: a write through a kept reference is not seen.
+  Array& value_mut() {
+    ++impl_->version;
+    return impl_->value;
+  }
+  // Overwrites the values in place (same shape) and bumps version(). A tensor
+  // that requires grad can only be overwritten under NoGradGuard, as in PyTorch.
   void copy_(const Array& src);
+  // How many in-place writes this tensor has had (PyTorch's _version).
+  uint64_t version() const { return impl_->version; }
 
   // --- gradients ---
   bool requires_grad() const { return impl_->requires_grad; }
@@ -72,7 +89,8 @@ class Tensor {
 
   // Adds g into this tensor's gradient (or, for a non-leaf, into the gradient
   // that flows on during backward). Backward closures call these.
-  // Pass std::move(g) to hand over the buffer instead of copying it.
+  // Pass std::move(g) to hand over the buffer instead of copying it. Adding into
+  // a leaf takes its lock, so threads that share a parameter add up correctly.
   void accumulate_grad(Array g);
   void accumulate_grad(SparseRows g);
 

@@ -20,10 +20,10 @@ int main() {
     tg::Tensor loss = tg::cross_entropy(tg::matmul(h, w2) + b2, y);
     for (tg::Tensor& p : params) p.zero_grad();
     loss.backward();
-    {
-      tg::NoGradGuard no_grad;
-      for (tg::Tensor& p : params) p.data() -= lr * p.grad().dense();
-    }
+    // An in-place write, like `p.data -= lr * p.grad` in PyTorch: not recorded,
+    // and counted in p.version(), so a graph that still needs the old values
+    // would refuse to backward() rather than give a wrong gradient.
+    for (tg::Tensor& p : params) p.value_mut() -= lr * p.grad().dense();
     if (step % 50 == 0) std::printf("step %3d  loss %.5f\n", step, loss.item());
   }
 

@@ -45,7 +45,7 @@ Tensor make_weight(std::size_t num, std::size_t dim, std::optional<int64_t> padd
   Array values = xt::empty<float>(Shape{num, dim});
   advise_huge_pages(values.data(), values.size());  // before normal_ touches the pages
   Tensor w = init::normal_(Tensor(std::move(values)), 0.0f, 1.0f, gen);
-  if (padding_idx) std::fill_n(w.data().data() + *padding_idx * dim, dim, 0.0f);
+  if (padding_idx) std::fill_n(w.value_mut().data() + *padding_idx * dim, dim, 0.0f);
   return w;
 }
 
@@ -186,7 +186,7 @@ Tensor Embedding::forward(const Indices& input) {
   const std::size_t num = num_embeddings(), dim = embedding_dim();
   check_indices("Embedding", input, num);
   Plan p{std::vector<int64_t>(input.begin(), input.end()), {}, {}, num, dim};
-  if (options_.max_norm) renorm_rows(weight.data(), p.index, *options_.max_norm, options_.norm_type);
+  if (options_.max_norm) renorm_rows(weight.value_mut(), p.index, *options_.max_norm, options_.norm_type);
 
   // [n] rows -> [n, dim]: a row copy per entry; each entry is its own output row.
   Shape out_shape(input.shape().begin(), input.shape().end());
@@ -199,7 +199,7 @@ Tensor Embedding::forward(const Indices& input) {
     p.bag_of.push_back(is_padding(p.index[k], options_.padding_idx) ? skip : k);
   p.coef.assign(p.index.size(), 1.0f);
   return record(
-      "embedding", std::move(out), {weight},
+      "embedding", std::move(out), {weight}, Reads::nothing(),
       [p = std::move(p), sparse = options_.sparse](const Array& g, const Array&, std::vector<Tensor>& in) {
         accumulate_weight_grad(in[0], weight_grad(p, g, nullptr), sparse);
       });
@@ -407,7 +407,7 @@ Tensor EmbeddingBag::forward(const CsrInput& batch) {
 
 Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::size_t> starts,
                                   const std::optional<Tensor>& per_sample_weights) {
-  if (options_.max_norm) renorm_rows(weight.data(), index, *options_.max_norm, options_.norm_type);
+  if (options_.max_norm) renorm_rows(weight.value_mut(), index, *options_.max_norm, options_.norm_type);
   const std::size_t bags = starts.size() - 1;
   Plan p =
       bag_plan(std::move(index), starts, per_sample_weights, options_, num_embeddings(), embedding_dim());
@@ -416,8 +416,12 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
   Array out = max_mode ? bag_max(p, weight.value(), bags, argmax) : bag_sum(p, weight.value(), bags);
 
   std::vector<Tensor> inputs{weight};
-  if (per_sample_weights) inputs.push_back(*per_sample_weights);
-  return record("embedding_bag", std::move(out), std::move(inputs),
+  Reads reads = Reads::nothing();
+  if (per_sample_weights) {
+    inputs.push_back(*per_sample_weights);
+    reads = Reads::inputs({0});  // the weight's rows, for the per-sample weights' gradient
+  }
+  return record("embedding_bag", std::move(out), std::move(inputs), std::move(reads),
                 [p = std::move(p), argmax = std::move(argmax), max_mode, sparse = options_.sparse](
                     const Array& g, const Array&, std::vector<Tensor>& in) {
                   if (in.size() > 1 && in[1].requires_grad())

@@ -10,19 +10,19 @@ Tensor uniform_(Tensor t, float low, float high, Generator& gen) {
     throw std::invalid_argument("uniform_: low " + std::to_string(low) + " is greater than high " +
                                 std::to_string(high));
   std::uniform_real_distribution<float> dist(low, high);
-  for (float& x : t.data()) x = low == high ? low : dist(gen);
+  for (float& x : t.value_mut()) x = low == high ? low : dist(gen);
   return t;
 }
 
 Tensor normal_(Tensor t, float mean, float std, Generator& gen) {
   if (!(std >= 0.0f)) throw std::invalid_argument("normal_: std " + std::to_string(std) + " is negative");
   std::normal_distribution<float> dist(mean, std);
-  for (float& x : t.data()) x = std == 0.0f ? mean : dist(gen);
+  for (float& x : t.value_mut()) x = std == 0.0f ? mean : dist(gen);
   return t;
 }
 
 Tensor zeros_(Tensor t) {
-  t.data().fill(0.0f);
+  t.value_mut().fill(0.0f);
   return t;
 }
 

@@ -40,8 +40,11 @@ template <bool Decoupled, bool Amsgrad>
 // (4 floats per instruction) and for AVX2 (8), and the program loader picks the
 // one the CPU can run (target_clones); measured 1.5-2x faster on the lazy
 // step. AVX2 only, not FMA: a fused multiply-add rounds once where PyTorch
-// rounds twice, and the results must stay PyTorch's to the bit.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+// rounds twice, and the results must stay PyTorch's to the bit. Not under
+// ThreadSanitizer: the loader runs the picking code before TSan has started,
+// and the instrumented code crashes there.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TG_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
 #else
 #define TG_ALSO_FOR_AVX2
@@ -118,7 +121,7 @@ void Adam::step() {
     const double t = static_cast<double>(state.step);
     k.step_size = static_cast<float>(o.lr / (1 - std::pow(beta1, t)));
     k.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(beta2, t)));
-    float* values = param.data().data();
+    float* values = param.value_mut().data();
     float* m = state.exp_avg.data();
     float* v = state.exp_avg_sq.data();
     float* vmax = o.amsgrad ? state.max_exp_avg_sq.data() : nullptr;

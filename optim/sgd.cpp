@@ -38,7 +38,7 @@ void SGD::step() {
       state.momentum_buffer = zero_state(rows, cols);
       state.row_seen.assign(rows, 0);
     }
-    float* values = param.data().data();
+    float* values = param.value_mut().data();
 
     const std::array<float*, 2> touched{values, momentum != 0 ? state.momentum_buffer.data() : nullptr};
     for_each_row(param.grad(), rows, cols, touched, [&](std::size_t r, const float* g) {
@@ -53,7 +53,7 @@ void SGD::step() {
       float* buf = state.momentum_buffer.data() + r * cols;
       const bool first = !state.row_seen[r];
       for (std::size_t c = 0; c < cols; ++c) {
-        float d = g[c] + weight_decay * p[c];
+        float d = weight_decay == 0 ? g[c] : g[c] + weight_decay * p[c];  // no 0 * p term, as above
         buf[c] = first ? d : momentum * buf[c] + keep * d;
         d = nesterov ? d + momentum * buf[c] : buf[c];
         p[c] -= lr * d;

@@ -20,16 +20,15 @@ install_missing_packages() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-# configure DIR [meson setup options...]: once; later runs reuse DIR as it is.
-configure() {
-  local dir=$1; shift
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >&2
-  fi
-}
-
-# configure_and_build DIR [meson setup options...]: every target.
+# configure_and_build DIR [meson setup options...] [-- targets...]
+# Without targets, builds everything; one compile job per core.
 configure_and_build() {
-  configure "$@"
-  meson compile -C "$1" >&2
+  local dir=$1; shift
+  local setup=() targets=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do setup+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && targets=("$@")
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "${setup[@]}" >&2
+  fi
+  meson compile -C "$dir" -j "$(nproc)" "${targets[@]}" >&2
 }

@@ -407,6 +407,40 @@ TEST_SUITE("errors") {
     check_intact(rig, control);
   }
 
+  TEST_CASE("an in-place write between forward and backward: std::logic_error naming the op and versions") {
+    Rig rig, control;
+    Tensor loss = rig.loss();
+    // The waiting gradient is applied between this forward and its backward; the
+    // control takes the same step, so values and state stay comparable.
+    rig.opt.step();
+    control.opt.step();
+    const uint64_t before = rig.net.head->weight.version() - 1;  // the step wrote it once
+    EXPECT_ERROR(std::logic_error, loss.backward(), "input 1 of op 'linear'", "of shape [2, 3]",
+                 "was modified in place after it was used by op 'linear'",
+                 ("version " + std::to_string(before + 1) + ", expected " + std::to_string(before)).c_str());
+
+    // The same values written back still count: a write is a write.
+    loss = rig.loss();
+    rig.net.load_state_dict(rig.net.state_dict());
+    EXPECT_ERROR(std::logic_error, loss.backward(), "op 'linear'", "modified in place");
+
+    // An output that a backward reads (tanh keeps its output), written in place.
+    Tensor hidden = tg::tanh(rig.net.bag->forward(words, offsets));
+    Tensor head_loss = tg::sum(hidden);
+    hidden.value_mut()(0, 0) = 0.0f;
+    EXPECT_ERROR(std::logic_error, head_loss.backward(), "the output of op 'tanh'", "version 1, expected 0");
+
+    // A shape change through value_mut(), to a tensor whose op reads only its shape.
+    Tensor x = tg::ones({2, 3}, true);
+    Tensor total = tg::sum(x);
+    x.value_mut() = xt::ones<float>({3, 2});
+    EXPECT_ERROR(std::logic_error, total.backward(), "op 'sum'", "had shape [2, 3] when the op ran");
+    CHECK(x.grad().empty());
+
+    loss = hidden = head_loss = total = Tensor();
+    check_intact(rig, control);
+  }
+
   TEST_CASE("an optimizer given the same parameter twice, a non-leaf, or a tensor without grad") {
     Rig rig, control;
     using E = std::invalid_argument;

@@ -17,7 +17,7 @@ tg::Generator gen(2024);
 // Random inputs in [lo, hi), away from 0 when `away_from_zero` (for log, div, relu).
 Tensor rnd(const tg::Shape& shape, float lo = -1.0f, float hi = 1.0f, bool away_from_zero = false) {
   Tensor t = tg::rand(shape, gen, true);
-  for (float& x : t.data()) {
+  for (float& x : t.value_mut()) {
     x = lo + (hi - lo) * x;
     if (away_from_zero && std::abs(x) < 0.1f) x += x < 0 ? -0.1f : 0.1f;
   }

@@ -379,8 +379,12 @@ TEST_SUITE("optim") {
           CAPTURE(amsgrad);
           CAPTURE(wd);
           Tensor w(randn({rows, cols}, gen).value(), true);
-          Adam adam({w}, {.lr = 0.01, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd,
-                          .amsgrad = amsgrad, .decoupled_weight_decay = decoupled});
+          Adam adam({w}, {.lr = 0.01,
+                          .betas = {0.8, 0.95},
+                          .eps = 1e-6,
+                          .weight_decay = wd,
+                          .amsgrad = amsgrad,
+                          .decoupled_weight_decay = decoupled});
           std::vector<float> p(w.value().begin(), w.value().end()), m(p.size(), 0), v(p.size(), 0),
               vmax(p.size(), 0);
           std::size_t mismatches = 0;
@@ -389,7 +393,8 @@ TEST_SUITE("optim") {
             set_grad(w, g);
             adam.step();
             const float b1 = 0.8f, b2 = 0.95f;
-            const float one_minus_b1 = static_cast<float>(1 - 0.8), one_minus_b2 = static_cast<float>(1 - 0.95);
+            const float one_minus_b1 = static_cast<float>(1 - 0.8),
+                        one_minus_b2 = static_cast<float>(1 - 0.95);
             const float step_size = static_cast<float>(0.01 / (1 - std::pow(0.8, t)));
             const float bc2 = static_cast<float>(std::sqrt(1 - std::pow(0.95, t)));
             const float decay = static_cast<float>(1 - 0.01 * wd);
@@ -417,22 +422,30 @@ TEST_SUITE("optim") {
     for (const bool sparse : {false, true}) {
       CAPTURE(sparse);
       Tensor a({{inf, 1}, {2, 3}}, true), b({{inf, 1}, {2, 3}}, true);
+      Tensor c({{inf, 1}, {2, 3}}, true), d({{inf, 1}, {2, 3}}, true);
       SGD sgd({a}, {.lr = 0.1});
       Adam adam({b}, {.lr = 0.1});
+      SGD momentum({c}, {.lr = 0.1, .momentum = 0.9});
+      SGD nesterov({d}, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
       const Array g({{0.5f, 0.5f}, {0.5f, 0.5f}});
-      if (sparse) {
-        set_grad(a, all_rows(g));
-        set_grad(b, all_rows(g));
-      } else {
-        set_grad(a, g);
-        set_grad(b, g);
+      for (int step = 0; step < 2; ++step) {  // the second step goes through the momentum buffer
+        for (Tensor* p : {&a, &b, &c, &d}) {
+          p->zero_grad();
+          if (sparse)
+            set_grad(*p, all_rows(g));
+          else
+            set_grad(*p, g);
+        }
+        sgd.step();
+        adam.step();
+        momentum.step();
+        nesterov.step();
       }
-      sgd.step();
-      adam.step();
-      CHECK(a.value()(0, 0) == inf);
-      CHECK(b.value()(0, 0) == inf);
-      CHECK(a.value()(0, 1) == doctest::Approx(0.95f));
-      CHECK(b.value()(0, 1) == doctest::Approx(0.9f));  // Adam's first step moves by lr
+      for (Tensor* p : {&a, &b, &c, &d}) CHECK(p->value()(0, 0) == inf);
+      CHECK(a.value()(0, 1) == doctest::Approx(0.9f));
+      CHECK(b.value()(0, 1) == doctest::Approx(0.8f));  // Adam moves by lr while g is constant
+      CHECK(c.value()(0, 1) == doctest::Approx(1 - 0.1 * 0.5 * (1 + 1.9)));  // buf 0.5, then 0.95
+      CHECK(d.value()(0, 1) == doctest::Approx(1 - 0.1 * 0.5 * (1.9 + 2.71)));
     }
   }
 

@@ -181,4 +181,165 @@ TEST_SUITE("core.tape") {
     CHECK(last->inputs.size() == 1);
     CHECK(last->inputs[0].creator() == prev);
   }
+
+  // ------------------------------------------------------- deep graphs
+
+  TEST_CASE("the accumulated-loss loop: a graph of 10^6 ops is dropped without backward()") {
+    const std::size_t before = live();
+    Tensor w({1.5f}, true);
+    std::weak_ptr<tg::Node> first;
+    const std::size_t start = tg::Tape::next_index();
+    {
+      Tensor total = tg::zeros({1});
+      for (int i = 0; i < 500000; ++i) {  // two ops a step: mul_scalar, add
+        total = total + w * 2.0f;
+        if (i == 0) first = total.creator();
+      }
+      CHECK(tg::Tape::next_index() - start == 1000000);
+      CHECK(total.item() == 1.5e6f);  // sums of multiples of 3 stay exact in float32
+    }  // the chain is freed here, in a loop: nested destructors would overflow the stack
+    CHECK(first.expired());
+    CHECK(live() == before);
+  }
+
+  TEST_CASE("a graph of 10^6 ops is backwarded, and dropped after retain_graph") {
+    Tensor w({1.5f}, true);
+    Tensor total = tg::zeros({1});
+    for (int i = 0; i < 500000; ++i) total = total + w * 2.0f;
+    total.backward(std::nullopt, /*retain_graph=*/true);
+    CHECK(w.grad().dense()(0) == 1e6f);  // 500,000 twos, exact in float32
+    std::weak_ptr<tg::Node> last = total.creator();
+    total = Tensor();  // the whole retained chain goes with its last handle
+    CHECK(last.expired());
+  }
+
+  TEST_CASE("a deep chain of tensors used twice (x * x) is freed too") {
+    Tensor w({1.0f}, true);
+    std::weak_ptr<tg::Node> first;
+    {
+      Tensor x = w * 1.0f;
+      first = x.creator();
+      for (int i = 0; i < 300000; ++i) x = x * x;  // each node holds its input twice
+    }
+    CHECK(first.expired());
+  }
+
+  // -------------------------------------------- in-place writes (versions)
+
+  TEST_CASE("each in-place write bumps the version") {
+    Tensor w({1.0f, 2.0f}, true);
+    CHECK(w.version() == 0);
+    w.value_mut()(0) = 3.0f;
+    CHECK(w.version() == 1);
+    {
+      tg::NoGradGuard no_grad;
+      w.copy_(Array{4.0f, 5.0f});
+    }
+    CHECK(w.version() == 2);
+    Tensor y = w * 2.0f;
+    CHECK(y.version() == 0);  // a new tensor starts at 0
+    (void)w.value();          // reading does not count
+    CHECK(w.version() == 2);
+  }
+
+  TEST_CASE("a write between forward and backward to a value backward reads throws, naming the op") {
+    for (const bool through_copy : {false, true}) {
+      CAPTURE(through_copy);
+      Tensor w({10.0f}, true);
+      w.set_name("w");
+      Tensor y = w * w;  // dy/dw = 2w = 20: mul keeps w's values for backward
+      if (through_copy) {
+        tg::NoGradGuard no_grad;
+        w.copy_(Array{100.0f});
+      } else {
+        w.value_mut()(0) = 100.0f;
+      }
+      const std::string entry = std::to_string(y.creator()->index);
+      const std::string expected = "input 0 of op 'mul' (tape entry " + entry +
+                                   "), 'w' of shape [1], was modified in place after it was used by op 'mul' "
+                                   "(tape entry " +
+                                   entry + "): version 1, expected 0";
+      CHECK_THROWS_WITH_AS(tg::sum(y).backward(), doctest::Contains(expected.c_str()), std::logic_error);
+      CHECK(w.grad().empty());  // nothing was added: the check runs before any closure
+      CHECK_FALSE(y.creator()->released);
+    }
+  }
+
+  TEST_CASE("the check covers ops deep in the graph, and leaves intermediate gradients clean") {
+    Tensor w({1.0f, 2.0f}, true), v({3.0f, 4.0f}, true);
+    Tensor h = tg::tanh(w * v);  // mul reads w and v
+    h.retain_grad();
+    Tensor loss = tg::sum(h * 2.0f + v);
+    v.value_mut()(1) = 0.0f;
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("op 'mul'"), std::logic_error);
+    CHECK(w.grad().empty());
+    CHECK(v.grad().empty());
+    CHECK(h.grad().empty());
+  }
+
+  TEST_CASE("an op whose backward does not read the written value still backwards, as in PyTorch") {
+    Tensor w({1.0f, 2.0f}, true);
+    Tensor y = tg::sum(w + 1.0f);  // add_scalar and sum read no values
+    w.value_mut()(0) = 7.0f;
+    y.backward();
+    CHECK(w.grad().dense() == Array({1.0f, 1.0f}));
+  }
+
+  TEST_CASE("a write to an output that backward reads (exp, tanh, softmax) throws") {
+    Tensor w({0.5f, -0.5f}, true);
+    Tensor y = tg::exp(w);  // d exp(w) = exp(w): the closure reads y
+    y.value_mut()(0) = 0.0f;
+    const std::string expected = "the output of op 'exp' (tape entry " + std::to_string(y.creator()->index) +
+                                 ") was modified in place after the op ran: version 1, expected 0";
+    CHECK_THROWS_WITH_AS(tg::sum(y).backward(), doctest::Contains(expected.c_str()), std::logic_error);
+    CHECK(w.grad().empty());
+  }
+
+  TEST_CASE("a shape change through value_mut() between forward and backward throws") {
+    Tensor w({1.0f, 2.0f}, true);
+    Tensor y = tg::sum(w);  // sum reads no values, only the shape
+    w.value_mut() = Array{1.0f, 2.0f, 3.0f};
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("had shape [2] when the op ran"), std::logic_error);
+    CHECK(w.grad().empty());
+  }
+
+  TEST_CASE("a write between two backward() calls of a retained graph fails the second") {
+    Tensor w({3.0f}, true);
+    Tensor y = w * w;
+    y.backward(std::nullopt, true);
+    CHECK(w.grad().dense()(0) == 6.0f);
+    w.value_mut()(0) = 4.0f;
+    CHECK_THROWS_AS(y.backward(), std::logic_error);
+    CHECK(w.grad().dense()(0) == 6.0f);
+  }
+
+  TEST_CASE("an optimizer step between forward and backward throws; the usual order works") {
+    tg::nn::Linear fc(3, 2);
+    tg::optim::SGD sgd(fc.parameters(), {.lr = 0.1});
+    const Tensor x = tg::ones({4, 3});
+    Tensor loss = tg::sum(fc(x) * fc(x));  // linear reads its weight
+    fc.weight.accumulate_grad(Array(xt::ones<float>({2, 3})));
+    sgd.step();  // writes the weight in place
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("op 'linear'"), std::logic_error);
+    for (int step = 0; step < 3; ++step) {  // zero_grad, forward, backward, step
+      sgd.zero_grad();
+      Tensor l = tg::sum(fc(x) * fc(x));
+      CHECK_NOTHROW(l.backward());
+      sgd.step();
+    }
+  }
+
+  TEST_CASE("load_state_dict and max_norm renormalisation count as in-place writes") {
+    tg::nn::Linear fc(2, 2);
+    Tensor loss = tg::sum(fc(tg::ones({1, 2})));
+    const tg::nn::StateDict state = fc.state_dict();
+    fc.load_state_dict(state);  // same values, but written in place
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("op 'linear'"), std::logic_error);
+
+    tg::nn::Embedding emb(4, 3, {.max_norm = 0.1f});
+    Tensor used = tg::sum(emb.weight * emb.weight);  // mul reads the whole table
+    Tensor looked_up = emb(tg::Indices{1, 2});       // renormalises rows 1 and 2 in place first
+    CHECK_THROWS_WITH_AS(used.backward(), doctest::Contains("op 'mul'"), std::logic_error);
+    CHECK_NOTHROW(tg::sum(looked_up).backward());  // the lookup's own backward reads no values
+  }
 }

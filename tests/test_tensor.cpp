@@ -13,7 +13,7 @@ TEST_SUITE("core") {
     Tensor a({1.0f, 2.0f, 3.0f}, true);
     Tensor b = a;
     CHECK(b.is_same(a));
-    b.data()(0) = 10.0f;           // raw write through one handle ...
+    b.value_mut()(0) = 10.0f;           // raw write through one handle ...
     CHECK(a.value()(0) == 10.0f);  // ... is seen through the other
     b.accumulate_grad(Array{1.0f, 1.0f, 1.0f});
     CHECK(a.grad().is_dense());
@@ -22,7 +22,7 @@ TEST_SUITE("core") {
     Tensor c = a.detach();  // an independent leaf with copied values
     CHECK_FALSE(c.is_same(a));
     CHECK_FALSE(c.requires_grad());
-    c.data()(1) = -1.0f;
+    c.value_mut()(1) = -1.0f;
     CHECK(a.value()(1) == 2.0f);
   }
 
