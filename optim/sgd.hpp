@@ -5,7 +5,7 @@
 //
 // Dense gradient g of a parameter p (PyTorch's formula, lr required; PyTorch's
 // AVX2 kernels compute p - lr * g as one fused multiply-add, so a value can
-// differ from its by a rounding: tests/test_optim.cpp counts how often):
+// differ from PyTorch's by a rounding: tests/test_optim.cpp counts how often):
 //
 //   g   = g + weight_decay * p
 //   buf = g                                      on the parameter's first step
