@@ -43,7 +43,7 @@
 //     formula for sparse rows too, so that sparse == dense when every row is
 //     listed. A row's update differs by about eps / sqrt(v) relative; sqrt(v) is
 //     about 0.03 * |g| at the row's first step, so that is 3e-7 for |g| ~ 1,
-//     3e-4 for |g| ~ 1e-3, and most of the step where |g| nears 1e-6. With
+//     3e-4 for |g| ~ 1e-3 and a third of the step for |g| ~ 1e-6. With
 //     gradients uniform in +-1e-3, lr = 0.05 and 20 steps, parameters end up to
 //     8.1e-3 apart from SparseAdam's (mean 9.8e-5; tests/test_optim.cpp).
 //   - SparseAdam has no weight_decay or amsgrad; ours applies them lazily.
