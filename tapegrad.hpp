@@ -1,10 +1,15 @@
-// tapegrad: everything in one include.
+// tapegrad: everything in one include, `#include <tapegrad/tapegrad.hpp>`.
+//
+// Inside the library every include is relative to the including file, so the
+// headers find each other wherever they are installed, whatever the user's own
+// include path holds (a project with its own core/tensor.hpp included).
 #pragma once
 
 #include "core/debug.hpp"
 #include "core/grad.hpp"
 #include "core/gradcheck.hpp"
-#include "core/ops.hpp"
+include "core/ops.hpp"
+#include "core/table_memory.hpp"
 #include "core/tape.hpp"
 #include "core/tensor.hpp"
 #include "data/batch.hpp"

@@ -20,12 +20,13 @@
 #include <string>
 #include <vector>
 
-#include "bench/ids_file.hpp"
-#include "data/batch.hpp"
-#include "data/split.hpp"
-#include "data/tokenizer.hpp"
-#include "data/tsv.hpp"
-#include "data/vocabulary.hpp"
+#include <tapegrad/data/batch.hpp>
+#include <tapegrad/data/split.hpp>
+#include <tapegrad/data/tokenizer.hpp>
+#include <tapegrad/data/tsv.hpp>
+#include <tapegrad/data/vocabulary.hpp>
+
+#include "ids_file.hpp"
 
 namespace {
 

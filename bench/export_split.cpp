@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "data/split.hpp"
-#include "data/tokenizer.hpp"
-#include "data/tsv.hpp"
+#include <tapegrad/data/split.hpp>
+#include <tapegrad/data/tokenizer.hpp>
+#include <tapegrad/data/tsv.hpp>
 
 namespace {
 

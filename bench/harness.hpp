@@ -29,7 +29,7 @@
 
 #include <time.h>
 
-#include "bench/ids_file.hpp"
+#include "ids_file.hpp"
 
 namespace bench {
 

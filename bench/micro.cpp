@@ -13,8 +13,7 @@
 #include <random>
 #include <set>
 
-#include "data/batch.hpp"
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include <cstdio>
 
-#include "bench/harness.hpp"
+#include "harness.hpp"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "bench/harness.hpp"
-#include "data/batch.hpp"
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
+
+#include "harness.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "core/debug.hpp"
+#include "debug.hpp"
 
 #include <algorithm>
 #include <cmath>

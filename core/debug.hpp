@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/tape.hpp"
+#include "tape.hpp"
 
 namespace tg {
 

@@ -1,4 +1,4 @@
-#include "core/grad.hpp"
+#include "grad.hpp"
 
 #include <algorithm>
 #include <numeric>

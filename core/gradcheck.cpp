@@ -1,10 +1,10 @@
-#include "core/gradcheck.hpp"
+#include "gradcheck.hpp"
 
 #include <cmath>
 #include <limits>
 #include <sstream>
 
-#include "core/tape.hpp"
+#include "tape.hpp"
 
 namespace tg {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "tensor.hpp"
 
 namespace tg {
 

@@ -1,21 +1,22 @@
-#include "core/ops.hpp"
-
-#include <cblas.h>
+#include "ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
 
+#include <xtensor-blas/xblas.hpp>
+#include <xtensor/xadapt.hpp>
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 #include <xtensor/xsort.hpp>
 
-#include "core/table_memory.hpp"
-#include "core/tape.hpp"
+#include "table_memory.hpp"
+#include "tape.hpp"
 
 namespace tg {
 
@@ -115,7 +116,9 @@ static std::size_t leading_rows(const Shape& s) {
   return r;
 }
 
-// C[m, n] = op(A)[m, k] * op(B)[k, n] (+ C if accumulate), row-major, through BLAS.
+// C[m, n] = op(A)[m, k] * op(B)[k, n] (+ C if accumulate), row-major, through
+// xtensor-blas's gemm: the operands are views of the buffers (no copies) and a
+// transpose is a flag to BLAS, never a transposed copy.
 static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* A,
                  const float* B, float* C, bool accumulate = false) {
   if (m == 0 || n == 0) return;
@@ -123,10 +126,11 @@ static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
     if (!accumulate) std::fill(C, C + m * n, 0.0f);
     return;
   }
-  const auto i = [](std::size_t v) { return static_cast<blasint>(v); };
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, i(m),
-              i(n), i(k), 1.0f, A, i(trans_a ? m : k), B, i(trans_b ? k : n), accumulate ? 1.0f : 0.0f, C,
-              i(n));
+  using Shape2 = std::array<std::size_t, 2>;
+  const auto a = xt::adapt(A, m * k, xt::no_ownership(), trans_a ? Shape2{k, m} : Shape2{m, k});
+  const auto b = xt::adapt(B, k * n, xt::no_ownership(), trans_b ? Shape2{n, k} : Shape2{k, n});
+  auto c = xt::adapt(C, m * n, xt::no_ownership(), Shape2{m, n});
+  xt::blas::gemm(a, b, c, trans_a, trans_b, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
 // ------------------------------------------------------- elementwise binary

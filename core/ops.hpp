@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "tensor.hpp"
 
 namespace tg {
 

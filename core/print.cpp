@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tape.hpp"
-#include "core/tensor.hpp"
+#include "tape.hpp"
+#include "tensor.hpp"
 
 namespace tg {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/table_memory.hpp"
+#include "table_memory.hpp"
 
 #include <cstdint>
 

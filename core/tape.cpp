@@ -1,6 +1,6 @@
-#include "core/tape.hpp"
+#include "tape.hpp"
 
-#include "core/debug.hpp"
+#include "debug.hpp"
 
 #include <algorithm>
 #include <queue>

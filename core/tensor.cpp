@@ -1,11 +1,11 @@
-#include "core/tensor.hpp"
+#include "tensor.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 
-#include "core/tape.hpp"
+#include "tape.hpp"
 
 namespace tg {
 

@@ -22,7 +22,7 @@
 
 #include <xtensor/xarray.hpp>
 
-#include "core/grad.hpp"
+#include "grad.hpp"
 
 namespace tg {
 

@@ -1,4 +1,4 @@
-#include "data/batch.hpp"
+#include "batch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "data/csv.hpp"
+#include "csv.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-#include "data/file_error.hpp"
+#include "file_error.hpp"
 
 namespace tg::data {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "../core/tensor.hpp"
 
 namespace tg::data {
 

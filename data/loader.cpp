@@ -1,11 +1,11 @@
-#include "data/loader.hpp"
+#include "loader.hpp"
 
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
-#include "core/grad.hpp"
+#include "../core/grad.hpp"
 
 namespace tg::data {
 

@@ -1,10 +1,10 @@
-#include "data/metrics.hpp"
+#include "metrics.hpp"
 
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "core/ops.hpp"
+#include "../core/ops.hpp"
 
 namespace tg::data {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Measures of a classifier's predictions.
 
-#include "core/tensor.hpp"
+#include "../core/tensor.hpp"
 
 namespace tg::data {
 

@@ -1,4 +1,4 @@
-#include "data/split.hpp"
+#include "split.hpp"
 
 #include <algorithm>
 #include <cmath>

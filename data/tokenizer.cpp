@@ -1,4 +1,4 @@
-#include "data/tokenizer.hpp"
+#include "tokenizer.hpp"
 
 #include <stdexcept>
 

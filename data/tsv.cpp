@@ -1,7 +1,7 @@
-#include "data/tsv.hpp"
+#include "tsv.hpp"
 
-#include "data/file_error.hpp"
-#include "data/tokenizer.hpp"
+#include "file_error.hpp"
+#include "tokenizer.hpp"
 
 #include <algorithm>
 #include <filesystem>

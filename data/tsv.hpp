@@ -6,7 +6,7 @@
 // blank lines are ignored. Problems with the file throw FileError naming the file
 // and the 1-based line: "tsv: data/x.tsv:17: no TAB separating label and text".
 
-#include "data/file_error.hpp"
+#include "file_error.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
-#include "data/vocabulary.hpp"
+#include "vocabulary.hpp"
 
-#include "data/file_error.hpp"
+#include "file_error.hpp"
 
 #include <algorithm>
 #include <filesystem>

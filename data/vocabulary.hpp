@@ -7,7 +7,7 @@
 // token "<unk>" and every token not in the vocabulary encodes to it; with
 // UnknownPolicy::drop, unknown tokens are left out and real tokens start at id 0.
 
-#include "data/file_error.hpp"
+#include "file_error.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -13,7 +13,7 @@
 
 #include <xtensor/xmath.hpp>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

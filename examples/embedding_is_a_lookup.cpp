@@ -12,7 +12,7 @@
 
 #include <xtensor/xmath.hpp>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

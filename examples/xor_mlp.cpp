@@ -2,7 +2,7 @@
 // hand-written SGD step. Run it and watch the loss fall.
 #include <cstdio>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 int main() {
   tg::Generator gen(0);

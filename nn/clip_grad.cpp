@@ -1,4 +1,4 @@
-#include "nn/clip_grad.hpp"
+#include "clip_grad.hpp"
 
 #include <algorithm>
 #include <cmath>

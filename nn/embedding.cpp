@@ -1,4 +1,4 @@
-#include "nn/embedding.hpp"
+#include "embedding.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,11 +8,11 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "core/dispatch.hpp"
-#include "core/ops.hpp"
-#include "core/table_memory.hpp"
-#include "core/tape.hpp"
-#include "nn/init.hpp"
+#include "../core/dispatch.hpp"
+#include "../core/ops.hpp"
+#include "../core/table_memory.hpp"
+#include "../core/tape.hpp"
+#include "init.hpp"
 
 namespace tg::nn {
 

@@ -26,9 +26,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/tensor.hpp"
-#include "data/batch.hpp"
-#include "nn/module.hpp"
+#include "../core/tensor.hpp"
+#include "../data/batch.hpp"
+#include "module.hpp"
 
 namespace tg::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/init.hpp"
+#include "init.hpp"
 
 #include <cmath>
 #include <stdexcept>

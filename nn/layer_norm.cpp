@@ -1,9 +1,9 @@
-#include "nn/layer_norm.hpp"
+#include "layer_norm.hpp"
 
 #include <stdexcept>
 #include <string>
 
-#include "core/ops.hpp"
+#include "../core/ops.hpp"
 
 namespace tg::nn {
 

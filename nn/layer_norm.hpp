@@ -14,8 +14,8 @@
 
 #include <optional>
 
-#include "core/tensor.hpp"
-#include "nn/module.hpp"
+#include "../core/tensor.hpp"
+#include "module.hpp"
 
 namespace tg::nn {
 

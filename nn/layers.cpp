@@ -1,4 +1,4 @@
-#include "nn/layers.hpp"
+#include "layers.hpp"
 
 #include <stdexcept>
 #include <string>

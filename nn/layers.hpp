@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include "core/ops.hpp"
-#include "core/tensor.hpp"
-#include "nn/module.hpp"
+#include "../core/ops.hpp"
+#include "../core/tensor.hpp"
+#include "module.hpp"
 
 namespace tg::nn {
 

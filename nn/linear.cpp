@@ -1,9 +1,9 @@
-#include "nn/linear.hpp"
+#include "linear.hpp"
 
 #include <cmath>
 
-#include "core/ops.hpp"
-#include "nn/init.hpp"
+#include "../core/ops.hpp"
+#include "init.hpp"
 
 namespace tg::nn {
 

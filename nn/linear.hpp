@@ -10,8 +10,8 @@
 
 #include <optional>
 
-#include "core/tensor.hpp"
-#include "nn/module.hpp"
+#include "../core/tensor.hpp"
+#include "module.hpp"
 
 namespace tg::nn {
 

@@ -5,7 +5,7 @@
 //   criterion = nn.CrossEntropyLoss(reduction="sum")   ->   tg::cross_entropy(logits, y, tg::Reduction::sum)
 #pragma once
 
-#include "core/ops.hpp"
+#include "../core/ops.hpp"
 
 namespace tg::nn {
 

@@ -1,9 +1,9 @@
-#include "nn/module.hpp"
+#include "module.hpp"
 
 #include <set>
 #include <stdexcept>
 
-#include "nn/safetensors.hpp"
+#include "safetensors.hpp"
 
 namespace tg::nn {
 

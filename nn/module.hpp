@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "../core/tensor.hpp"
 
 namespace tg::nn {
 

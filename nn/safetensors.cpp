@@ -1,4 +1,4 @@
-#include "nn/safetensors.hpp"
+#include "safetensors.hpp"
 
 #include <unistd.h>  // getpid
 

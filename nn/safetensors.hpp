@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "nn/module.hpp"
+#include "module.hpp"
 
 namespace tg::nn {
 

@@ -1,4 +1,4 @@
-#include "nn/sequential.hpp"
+#include "sequential.hpp"
 
 namespace tg::nn {
 

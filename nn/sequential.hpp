@@ -28,8 +28,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/tensor.hpp"
-#include "nn/module.hpp"
+#include "../core/tensor.hpp"
+#include "module.hpp"
 
 namespace tg::nn {
 

@@ -1,4 +1,4 @@
-#include "optim/adam.hpp"
+#include "adam.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/dispatch.hpp"
+#include "../core/dispatch.hpp"
 
 namespace tg::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/checkpoint.hpp"
+#include "checkpoint.hpp"
 
 #include <functional>
 #include <sstream>

@@ -37,11 +37,11 @@
 
 #include <string>
 
-#include "core/tensor.hpp"
-#include "nn/module.hpp"
-#include "nn/safetensors.hpp"
-#include "optim/optimizer.hpp"
-#include "optim/scheduler.hpp"
+#include "../core/tensor.hpp"
+#include "../nn/module.hpp"
+#include "../nn/safetensors.hpp"
+#include "optimizer.hpp"
+#include "scheduler.hpp"
 
 namespace tg {
 

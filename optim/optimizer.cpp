@@ -1,4 +1,4 @@
-#include "optim/optimizer.hpp"
+#include "optimizer.hpp"
 
 #include <algorithm>
 #include <charconv>

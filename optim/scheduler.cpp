@@ -1,4 +1,4 @@
-#include "optim/scheduler.hpp"
+#include "scheduler.hpp"
 
 #include <charconv>
 #include <cmath>

@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/safetensors.hpp"
-#include "optim/optimizer.hpp"
+#include "../nn/safetensors.hpp"
+#include "optimizer.hpp"
 
 namespace tg::optim {
 

@@ -1,4 +1,4 @@
-#include "optim/sgd.hpp"
+#include "sgd.hpp"
 
 #include <memory>
 #include <stdexcept>
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/dispatch.hpp"
+#include "../core/dispatch.hpp"
 
 namespace tg::optim {
 

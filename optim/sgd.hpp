@@ -3,7 +3,9 @@
 //
 //   tg::optim::SGD sgd(model.parameters(), {.lr = 0.1, .momentum = 0.9});
 //
-// Dense gradient g of a parameter p (exactly PyTorch's update, lr required):
+// Dense gradient g of a parameter p (PyTorch's formula, lr required; PyTorch's
+// AVX2 kernels compute p - lr * g as one fused multiply-add, so a value can
+// differ from PyTorch's by a rounding: tests/test_optim.cpp counts how often):
 //
 //   g   = g + weight_decay * p
 //   buf = g                                      on the parameter's first step
@@ -46,7 +48,7 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include "optim/optimizer.hpp"
+#include "optimizer.hpp"
 
 namespace tg::optim {
 

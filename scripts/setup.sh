@@ -2,9 +2,10 @@
 # Installs the Debian packages that are missing (nothing when all are present),
 # then configures and builds the project in $build_dir.
 
+# gnuplot-nox draws the example's PNG plot (pngcairo, without X11).
 packages=(g++ meson ninja-build pkg-config
           xtensor-dev xtl-dev libxtensor-blas-dev libopenblas-dev
-          nlohmann-json3-dev doctest-dev python3 python3-numpy)
+          nlohmann-json3-dev doctest-dev python3 python3-numpy gnuplot-nox)
 
 install_missing_packages() {
   local missing=() p
@@ -20,7 +21,7 @@ install_missing_packages() {
 }
 
 # configure_and_build DIR [meson setup options...] [-- targets...]
-# Without targets, builds everything.
+# Without targets, builds everything; one compile job per core.
 configure_and_build() {
   local dir=$1; shift
   local setup=() targets=()
@@ -29,5 +30,5 @@ configure_and_build() {
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "${setup[@]}" >&2
   fi
-  meson compile -C "$dir" "${targets[@]}" >&2
+  meson compile -C "$dir" -j "$(nproc)" "${targets[@]}" >&2
 }

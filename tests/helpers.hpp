@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <xtensor/xarray.hpp>
 
-#include "core/grad.hpp"
+#include <tapegrad/core/grad.hpp>
 
 namespace tg::test {
 

@@ -25,12 +25,7 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "data/batch.hpp"
-#include "data/split.hpp"
-#include "data/tokenizer.hpp"
-#include "data/tsv.hpp"
-#include "data/vocabulary.hpp"
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace {
 

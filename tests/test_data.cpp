@@ -1,13 +1,6 @@
 // Tests for data/: tokenizer, vocabulary, CSR and bag batches, TSV reading, splits.
 #include <doctest/doctest.h>
 
-#include "data/batch.hpp"
-#include "data/file_error.hpp"
-#include "data/split.hpp"
-#include "data/tokenizer.hpp"
-#include "data/tsv.hpp"
-#include "data/vocabulary.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +11,13 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <tapegrad/data/batch.hpp>
+#include <tapegrad/data/file_error.hpp>
+#include <tapegrad/data/split.hpp>
+#include <tapegrad/data/tokenizer.hpp>
+#include <tapegrad/data/tsv.hpp>
+#include <tapegrad/data/vocabulary.hpp>
 
 using namespace tg::data;
 using Strings = std::vector<std::string>;

@@ -6,8 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Tensor;

@@ -23,10 +23,9 @@
 #include <string_view>
 #include <typeinfo>
 
-#include "data/tsv.hpp"
-#include "data/vocabulary.hpp"
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Indices;

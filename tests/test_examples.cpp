@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
-#include "data/split.hpp"
-#include "data/tsv.hpp"
+#include <tapegrad/data/split.hpp>
+#include <tapegrad/data/tsv.hpp>
+
 #include "helpers.hpp"
 
 namespace {
@@ -218,5 +220,111 @@ TEST_SUITE("examples") {
     r = run_command(bow() + " --epochs two");
     CHECK(r.status == 2);
     CHECK(r.output.find("not a number") != std::string::npos);
+  }
+
+  TEST_CASE("bow_classifier tries every output path before training, and refuses unknown plot formats") {
+    TempDir tmp;
+    const std::string args = " --data " + tiny() + " --epochs 1 --dim 4 --min-df 1";
+    for (const std::string flag : {"--save", "--metrics", "--plot", "--predictions"}) {
+      INFO(flag);
+      const std::string bad = "/nonexistent/out" + std::string(flag == "--plot" ? ".png" : "");
+      auto r = run_command(bow() + args + " " + flag + " " + bad);
+      CHECK(r.status == 2);
+      CHECK(r.output.find(flag + ": cannot write " + bad) != std::string::npos);
+      CHECK(r.output.find("train_loss") == std::string::npos);  // it stopped before the table
+    }
+    auto r = run_command(bow() + args + " --metrics " + tmp.path.string());  // a directory
+    CHECK(r.status == 2);
+    CHECK(r.output.find("Is a directory") != std::string::npos);
+
+    // The plot is drawn as .png or .svg: e.pdf is refused up front, not written as SVG.
+    r = run_command(bow() + args + " --plot " + (tmp.path / "e.pdf").string());
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--plot: " + (tmp.path / "e.pdf").string() + ": the plot is written as .png") !=
+          std::string::npos);
+    // Trying a path leaves nothing behind.
+    CHECK(fs::is_empty(tmp.path));
+  }
+
+  TEST_CASE("bow_classifier output: 1 epoch, integer CSV cells, an SVG plot with ticks, no temporary files") {
+    TempDir tmp;
+    const fs::path csv = tmp.path / "m.csv", svg = tmp.path / "p.svg";
+    auto r =
+        run_command(bow() + " --data " + tiny() + " --mode both --epochs 1 --dim 4 --batch 4 --min-df 1" +
+                    " --metrics " + csv.string() + " --plot " + svg.string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find(", 1 epoch, ") != std::string::npos);
+    CHECK(r.output.find("plot: " + svg.string() + "\n") != std::string::npos);
+
+    // grad_bytes (column 6) is a whole number of bytes in every row, step and epoch alike.
+    int epochs = 0;
+    for (const auto& row : read_csv(csv)) {
+      if (row[0] != "step" && row[0] != "epoch") continue;
+      epochs += row[0] == "epoch";
+      INFO(row[0] << " row, grad_bytes '" << row[6] << "'");
+      CHECK(!row[6].empty());
+      CHECK(row[6].find_first_not_of("0123456789") == std::string::npos);
+    }
+    CHECK(epochs == 2);
+
+    // Tick labels are short numbers (not 1.31463e-05), on both axes of both panels.
+    std::ifstream in(svg);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::size_t labels = 0;
+    for (std::size_t at = 0; (at = text.find("text-anchor='end'>", at)) != std::string::npos; ++labels) {
+      at += 18;
+      const std::string label = text.substr(at, text.find('<', at) - at);
+      INFO("y tick label '" << label << "'");
+      CHECK(label.size() <= 6);
+    }
+    CHECK(labels >= 4);
+    CHECK(text.find(">step</text>") != std::string::npos);
+    // Only what was asked for is in the directory.
+    std::set<std::string> files;
+    for (const auto& e : fs::directory_iterator(tmp.path)) files.insert(e.path().filename().string());
+    CHECK(files == std::set<std::string>{"m.csv", "p.svg"});
+  }
+
+  TEST_CASE("bow_classifier on a terminal: the progress bar is wiped before each epoch's rows") {
+    if (run_command("command -v script").status != 0) return;  // util-linux's script gives us a terminal
+    auto r = run_command("script -qec '" + bow() + " --data " + tiny() +
+                         " --mode embedding --epochs 2 --dim 4 --min-df 1' /dev/null");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    int rows = 0;
+    std::stringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) {
+      const std::size_t row = line.find("embedding ");
+      if (row == std::string::npos || line.find("mode embedding") != std::string::npos) continue;
+      ++rows;
+      // What a terminal shows: the row at the start of a line that holds only blanks before it.
+      REQUIRE(row > 0);
+      CHECK(line[row - 1] == '\r');
+      const std::size_t before = line.rfind('\r', row - 2);
+      const std::string wiped =
+          line.substr(before == std::string::npos ? 0 : before + 1, row - 1 - (before + 1));
+      CHECK(wiped.find_first_not_of(' ') == std::string::npos);
+    }
+    CHECK(rows == 2);
+  }
+
+  TEST_CASE("bow_classifier predict marks a document without a known word") {
+    TempDir tmp;
+    const fs::path model = tmp.path / "m.safetensors";
+    auto r = run_command(bow() + " --data " + tiny() +
+                         " --mode embedding --epochs 1 --dim 4 --min-df 1 --save " + model.string());
+    REQUIRE(r.status == 0);
+    auto p =
+        run_command("printf 'free money\\n\\nqqqzzz\\n' | " + bow() + " predict --load " + model.string());
+    INFO(p.output);
+    REQUIRE(p.status == 0);
+    std::stringstream lines(p.output);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(lines, line);) out.push_back(line);
+    REQUIRE(out.size() == 3);  // one line per input line
+    CHECK(out[0].find("(no known words)") == std::string::npos);
+    CHECK(out[1].find("\t(no known words)") != std::string::npos);  // the empty line
+    CHECK(out[2].find("\t(no known words)") != std::string::npos);  // unknown words only
   }
 }

@@ -1,8 +1,9 @@
 // gradcheck must pass correct gradients and catch wrong ones.
 #include <doctest/doctest.h>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Tensor;

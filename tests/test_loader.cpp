@@ -6,8 +6,9 @@
 #include <limits>
 #include <set>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Indices;
 using tg::Tensor;

@@ -15,8 +15,9 @@
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xview.hpp>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using nlohmann::json;
 using tg::Array;

@@ -5,8 +5,9 @@
 
 #include <sstream>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Indices;

@@ -11,8 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using nlohmann::json;
 using tg::Array;

@@ -2,8 +2,9 @@
 // and against PyTorch where tests/data/core_reference.json has the op.
 #include <doctest/doctest.h>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Tensor;
@@ -92,6 +93,22 @@ TEST_SUITE("core.ops") {
     check_grad([](const Inputs& x) { return tg::linear(x[0], x[1], x[2]); },
                {rnd({3, 4}), rnd({2, 4}), rnd({2})});
     check_grad([](const Inputs& x) { return tg::linear(x[0], x[1]); }, {rnd({2, 3, 4}), rnd({5, 4})});
+  }
+
+  TEST_CASE("matmul and linear with dimensions of size 1: values by a plain loop, gradients by gradcheck") {
+    // xtensor gives a dimension of size 1 the stride 0; BLAS must still be handed the
+    // row length as leading dimension, for every transpose the backward passes use.
+    for (auto [n, k, m] : {std::array<std::size_t, 3>{1, 4, 3}, {3, 1, 2}, {2, 4, 1}, {1, 1, 1}}) {
+      INFO("[" << n << ", " << k << "] x [" << k << ", " << m << "]");
+      Tensor a = rnd({n, k}), b = rnd({k, m}), w = rnd({m, k}), bias = rnd({m});
+      Array expected = xt::zeros<float>({n, m});
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j)
+          for (std::size_t p = 0; p < k; ++p) expected(i, j) += a.value()(i, p) * b.value()(p, j);
+      CHECK_ALLCLOSE(tg::matmul(a, b).value(), expected);
+      check_grad([](const Inputs& x) { return tg::matmul(x[0], x[1]); }, {a, b});
+      check_grad([](const Inputs& x) { return tg::linear(x[0], x[1], x[2]); }, {a, w, bias});
+    }
   }
 
   TEST_CASE("gradcheck: reductions") {

@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <map>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Indices;

@@ -4,8 +4,9 @@
 // against PyTorch (tests/data/core_reference.json).
 #include <doctest/doctest.h>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Indices;

@@ -3,6 +3,9 @@
 // no PyTorch counterpart, on examples small enough to check on paper.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <climits>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -11,8 +14,9 @@
 
 #include <xtensor/xview.hpp>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using namespace tg;
 using namespace tg::optim;
@@ -96,6 +100,49 @@ void check_sparse_all_rows_equals_dense(Options options) {
   CHECK(sparse_opt.state_bytes() == dense_opt.state_bytes());
 }
 
+// tests/tools/gen_optim_ulp_reference.py's inputs: element i of input `seed` is a
+// multiple of 2^-19 in [-1, 1) from MurmurHash3's finalizer, times `scale` (in float).
+uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  return h ^ (h >> 16);
+}
+Array formula(int64_t seed, std::size_t n, float scale = 1.0f) {
+  Array a = xt::empty<float>(Shape{n});
+  for (std::size_t i = 0; i < n; ++i) {
+    const int32_t bits = static_cast<int32_t>(fmix32(static_cast<uint32_t>(i + 65536 * seed)) & 0xFFFFFu);
+    a(i) = static_cast<float>(bits - (1 << 19)) / static_cast<float>(1 << 19) * scale;
+  }
+  return a;
+}
+
+// How many float32 values lie between a and b (0: the same bits).
+int64_t ulps(float a, float b) {
+  auto ordered = [](float x) {
+    const int32_t i = std::bit_cast<int32_t>(x);
+    return i < 0 ? static_cast<int64_t>(INT32_MIN) - i : static_cast<int64_t>(i);
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const nlohmann::json& o, Tensor p) {
+  if (name == "SGD")
+    return std::make_unique<SGD>(std::vector<Tensor>{p},
+                                 SGDOptions{.lr = o.at("lr"),
+                                            .momentum = o.value("momentum", 0.0),
+                                            .weight_decay = o.value("weight_decay", 0.0),
+                                            .nesterov = o.value("nesterov", false)});
+  if (name == "AdamW")
+    return std::make_unique<AdamW>(std::vector<Tensor>{p},
+                                   AdamWOptions{.lr = o.at("lr"), .weight_decay = o.at("weight_decay")});
+  return std::make_unique<Adam>(std::vector<Tensor>{p},
+                                AdamOptions{.lr = o.at("lr"),
+                                            .weight_decay = o.value("weight_decay", 0.0),
+                                            .amsgrad = o.value("amsgrad", false)});
+}
+
 }  // namespace
 
 TEST_SUITE("optim") {
@@ -120,6 +167,81 @@ TEST_SUITE("optim") {
     check_dense_case<Adam>("adam_amsgrad", AdamOptions{.lr = 0.01, .betas = {0.8, 0.99}, .amsgrad = true});
     // The bias has no gradient at step 3, so its own step count lags by one.
     check_dense_case<Adam>("adam_missing_grad", AdamOptions{.lr = 0.01});
+  }
+
+  TEST_CASE("dense updates against PyTorch 1.13's, ulp by ulp") {
+    // PyTorch's AVX2 kernels fuse p + (-lr) * g into one multiply-add (one
+    // rounding); we round the product and the sum separately. The README quotes
+    // what this prints: ./build/tests/test_optim -tc='*ulp by ulp*'
+    const nlohmann::json& ref = tg::test::reference("optim_ulp_reference");
+    for (const auto& [name, c] : ref.at("dense").items()) {
+      const std::size_t n = c.at("size");
+      Tensor p(formula(c.at("param_seed"), n), true);
+      auto opt = make_optimizer(c.at("optimizer"), c.at("options"), p);
+      std::vector<std::size_t> same;   // per step: elements with PyTorch's bits
+      std::vector<int64_t> most_ulps;  // per step: the largest difference in ulps of the value
+      double largest = 0;              // over all steps: the largest |difference|
+      for (std::size_t step = 0; step < c.at("grad_seeds").size(); ++step) {
+        set_grad(p, formula(c["grad_seeds"][step], n, c.at("grad_scale").get<float>()));
+        opt->step();
+        const std::vector<float> torch = c["expected"][step];
+        same.push_back(0);
+        most_ulps.push_back(0);
+        for (std::size_t i = 0; i < n; ++i) {
+          const int64_t d = ulps(p.value()(i), torch[i]);
+          same.back() += d == 0;
+          most_ulps.back() = std::max(most_ulps.back(), d);
+          largest = std::max(largest, std::abs(static_cast<double>(p.value()(i)) - torch[i]));
+        }
+      }
+      const double eps = std::numeric_limits<float>::epsilon();  // 2^-23, one ulp of 1.0f
+      MESSAGE(name << ": identical after step 1: " << same.front() << "/" << n << " (the others within "
+                   << most_ulps.front() << " ulp); after step " << same.size() << ": " << same.back() << "/"
+                   << n << "; largest difference " << largest / eps << " ulp of 1.0");
+      // What the README says of these runs.
+      if (c.at("optimizer") != "SGD") {
+        CHECK(same.front() == n);         // Adam: PyTorch's bits after the first step
+        CHECK(same.back() >= 0.945 * n);  // and on 95% or more after the fifth
+      } else {
+        CHECK(same.front() >= 0.83 * n);
+        CHECK(same.back() >= 0.62 * n);
+      }
+      CHECK(largest <= 2 * eps);
+    }
+  }
+
+  TEST_CASE("lazy Adam against torch.optim.SparseAdam with gradients of about 1e-3: how far eps moves it") {
+    // SparseAdam adds eps before the bias correction (optim/adam.hpp): where a
+    // gradient is not much larger than eps / sqrt(1 - beta2^t), its steps are
+    // shorter than Adam's. The README quotes what this prints:
+    // ./build/tests/test_optim -tc='*SparseAdam with gradients*'
+    const nlohmann::json& c = tg::test::reference("optim_ulp_reference").at("sparse_adam");
+    const std::size_t rows = c.at("shape")[0], cols = c.at("shape")[1];
+    Tensor p(xt::eval(xt::reshape_view(formula(c.at("param_seed"), rows * cols), {rows, cols})), true);
+    Adam adam({p}, {.lr = c.at("options").at("lr")});
+    const int steps = c.at("steps");
+    for (int s = 0; s < steps; ++s) {
+      std::vector<int64_t> listed;
+      for (std::size_t r = 0; r < rows; ++r)
+        if ((r + s) % 3 != 0) listed.push_back(static_cast<int64_t>(r));
+      Array v = formula(c.at("grad_seed").get<int64_t>() + s, listed.size() * cols,
+                        c.at("grad_scale").get<float>());
+      set_grad(p, sparse_rows(listed, xt::eval(xt::reshape_view(v, {listed.size(), cols})), rows));
+      adam.step();
+    }
+    const std::vector<float> torch = c.at("expected_last");
+    double largest = 0, total = 0;
+    for (std::size_t i = 0; i < torch.size(); ++i) {
+      const double d = std::abs(static_cast<double>(p.value().data()[i]) - torch[i]);
+      largest = std::max(largest, d);
+      total += d;
+    }
+    MESSAGE("after " << steps << " steps of lr " << c.at("options").at("lr").get<double>()
+                     << " with gradients uniform in +-" << c.at("grad_scale").get<double>()
+                     << ": largest difference from SparseAdam " << largest << ", mean "
+                     << total / torch.size());
+    CHECK(largest == doctest::Approx(8.1e-3).epsilon(0.01));  // the README's figures
+    CHECK(total / torch.size() == doctest::Approx(9.8e-5).epsilon(0.01));
   }
 
   TEST_CASE("sparse gradients match torch.optim.SparseAdam and sparse SGD") {

@@ -6,8 +6,9 @@
 #include <sstream>
 #include <type_traits>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Indices;

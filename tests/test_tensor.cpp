@@ -1,8 +1,9 @@
 // Tensor handles, factories, in-place writes, and the gradient slot's rules.
 #include <doctest/doctest.h>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Tensor;

@@ -10,8 +10,9 @@
 
 #include <xtensor/xview.hpp>
 
+#include <tapegrad/tapegrad.hpp>
+
 #include "helpers.hpp"
-#include "tapegrad.hpp"
 
 using tg::Array;
 using tg::Tensor;

@@ -17,14 +17,10 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "data/batch.hpp"
-#include "data/split.hpp"
-#include "data/tokenizer.hpp"
-#include "data/tsv.hpp"
-#include "data/vocabulary.hpp"
+#include <tapegrad/tapegrad.hpp>
+
 #include "model.hpp"
 #include "report.hpp"
-#include "tapegrad.hpp"
 
 namespace {
 
@@ -56,7 +52,8 @@ options:
                      optimizer state, lr, seed and split (with --mode both, both runs go
                      on from the saved one); or the model to use (predict)
   --metrics FILE     write per-step and per-epoch metrics as CSV
-  --plot FILE        draw both modes' loss and step time (.png via gnuplot, else .svg)
+  --plot FILE        draw both modes' loss and step time: FILE.png (by gnuplot; without it,
+                     an SVG beside it) or FILE.svg
   --predictions FILE write the test set's predicted labels (label<TAB>text)
   --help             this text
 )";
@@ -158,6 +155,7 @@ Options parse(int argc, char** argv) {
     throw std::invalid_argument("--test-fraction must be between 0 and 1");
   if (o.lr < 0) o.lr = o.optim == "sgd" ? 0.1 : 0.01;
   if (o.command == "predict" && o.load.empty()) throw std::invalid_argument("predict needs --load MODEL");
+  if (!o.plot.empty()) check_plot_path(o.plot);
   return o;
 }
 
@@ -393,10 +391,13 @@ int predict(const Options& o) {
   if (texts.empty())
     for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
   tg::NoGradGuard no_grad;
-  Tensor probs = tg::softmax(model->forward(f.rows(encode_all(texts, m.vocab))), 1);
+  const Docs docs = encode_all(texts, m.vocab);
+  Tensor probs = tg::softmax(model->forward(f.rows(docs)), 1);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const int64_t best = argmax_row(probs.value(), i);
-    std::printf("%s\t%.4f\n", m.labels[best].c_str(), probs.value()(i, best));
+    // Without a known word (an empty line, say) only the bias speaks: say so.
+    std::printf("%s\t%.4f%s\n", m.labels[best].c_str(), probs.value()(i, best),
+                docs[i].empty() ? "\t(no known words)" : "");
   }
   return 0;
 }
@@ -421,6 +422,15 @@ tg::data::Split append_test_file(tg::data::TsvData& corpus, const std::string& p
 }
 
 int train(Options o) {
+  // Output paths are tried now: a typo must not cost the whole run.
+  if (!o.save.empty()) {
+    check_writable("--save", o.save);
+    check_writable("--save", o.save + ".vocab");
+  }
+  if (!o.metrics.empty()) check_writable("--metrics", o.metrics);
+  if (!o.plot.empty()) check_writable("--plot", o.plot);
+  if (!o.predictions.empty()) check_writable("--predictions", o.predictions);
+
   // A resumed run takes its settings from the checkpoint: the same split, batch
   // order and features (the learning rate comes with the optimizer's state).
   std::unique_ptr<Saved> loaded;
@@ -488,8 +498,8 @@ int train(Options o) {
   std::printf("data: %s: %zu documents (%zu train, %zu test), %zu labels, vocabulary %lld, dim %zu\n",
               o.data.c_str(), corpus.texts.size(), split.train.size(), split.test.size(), classes,
               static_cast<long long>(vocab.size()), dim);
-  std::printf("training: mode %s, %s lr %g, batch %zu, %zu epochs, values %s, seed %llu\n\n", o.mode.c_str(),
-              o.optim.c_str(), o.lr, o.batch, o.epochs, f.values.c_str(),
+  std::printf("training: mode %s, %s lr %g, batch %zu, %zu epoch%s, values %s, seed %llu\n\n", o.mode.c_str(),
+              o.optim.c_str(), o.lr, o.batch, o.epochs, o.epochs == 1 ? "" : "s", f.values.c_str(),
               static_cast<unsigned long long>(o.seed));
   std::printf("%-9s %5s %10s %9s %9s %9s %9s %10s %14s\n", "mode", "epoch", "train_loss", "test_loss",
               "accuracy", "precision", "recall", "ms/step", "grad_bytes/step");
@@ -524,6 +534,7 @@ int train(Options o) {
       }
       progress.update(b + 1, steps.back().loss);
     }
+    progress.clear();  // the epoch's rows start on a clean line
     for (std::size_t r = 0; r < runs.size(); ++r) {
       Eval e = evaluate(runs[r], f, docs, corpus.targets, split.test, positive);
       EpochRecord& rec = current[r];

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <memory>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 namespace bow {
 

@@ -30,24 +30,35 @@ struct EpochRecord {
 };
 
 // A one-line progress bar on stderr, drawn only when stderr is a terminal.
+// clear() wipes it, so that the next line printed starts on a clean line.
 class Progress {
  public:
   Progress(std::string label, std::size_t total);
   void update(std::size_t done, double loss);
-  ~Progress();
+  void clear();
+  ~Progress() { clear(); }
 
  private:
   std::string label_;
   std::size_t total_;
   bool enabled_;
+  std::size_t drawn_ = 0;  // characters on the line now
 };
+
+// Throws std::invalid_argument naming `flag` unless `path` can be opened for
+// writing (a file that did not exist is removed again): run before training,
+// so that a typo in an output path does not cost the whole run.
+void check_writable(const std::string& flag, const std::string& path);
 
 void write_metrics_csv(const std::string& path, const std::vector<StepRecord>& steps,
                        const std::vector<EpochRecord>& epochs);
 
+// Throws std::invalid_argument unless `path` ends in .png or .svg.
+void check_plot_path(const std::string& path);
+
 // Writes loss per step and ms per step of every mode. A path ending in .png is
-// drawn by gnuplot when it is installed; otherwise (or for .svg) the program
-// writes an SVG itself. Returns the path actually written.
+// drawn by gnuplot when it is installed; without gnuplot, and for .svg, the
+// program draws an SVG itself (x.png becomes x.svg). Returns the path written.
 std::string write_plot(const std::string& path, const std::vector<StepRecord>& steps);
 
 }  // namespace bow

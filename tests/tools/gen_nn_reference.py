@@ -97,6 +97,15 @@ def clip_case(max_norm, norm_type):
     # Clip the densified gradient: PyTorch 1.13's clip_grad_norm_ has no max()
     # for sparse tensors, and its in-place scaling of a sparse gradient is lost
     # (it scales a detached alias). The dense gradient gives the intended result.
+    if math.isinf(norm_type):  # what the README says: inf raises on a sparse gradient
+        sparse_grads = [p.grad.clone() for p in (emb.weight, lin.weight, lin.bias)]
+        try:
+            torch.nn.utils.clip_grad_norm_([emb.weight, lin.weight, lin.bias], max_norm, norm_type)
+            raise AssertionError("clip_grad_norm_(inf) accepted a sparse gradient")
+        except NotImplementedError:
+            pass
+        for p, g in zip((emb.weight, lin.weight, lin.bias), sparse_grads):
+            p.grad = g
     emb.weight.grad = emb.weight.grad.to_dense()
     params = [emb.weight, lin.weight, lin.bias]
     total = torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type)

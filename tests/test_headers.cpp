@@ -1,0 +1,50 @@
+// Tests of the public headers as a user's project sees them. The build compiles
+// every header on its own through <tapegrad/...> (tests/headers/write_checks.py),
+// with a decoy file that #errors at each header's bare path (core/tensor.hpp, ...)
+// first on the include path: a header that includes another one by anything but
+// a path relative to itself fails to compile, as it would next to a user's own
+// core/tensor.hpp. What is left to check at run time is the one-include promise.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace {
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, "cannot read " << path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_SUITE("headers") {
+  TEST_CASE("tapegrad.hpp includes every public header: core/, nn/, optim/ and data/") {
+    std::set<std::string> headers;
+    std::stringstream list(read(TAPEGRAD_HEADER_LIST));
+    for (std::string line; std::getline(list, line);)
+      if (line != "tapegrad.hpp") headers.insert(line);
+    REQUIRE(headers.size() > 20);
+    std::set<std::string> dirs;
+    for (const auto& h : headers) dirs.insert(h.substr(0, h.find('/')));
+    CHECK(dirs == std::set<std::string>{"core", "data", "nn", "optim"});
+
+    std::set<std::string> included;
+    std::stringstream text(read(TAPEGRAD_SOURCE_DIR "/tapegrad.hpp"));
+    for (std::string line; std::getline(text, line);)
+      if (line.rfind("#include \"", 0) == 0) included.insert(line.substr(10, line.find('"', 10) - 10));
+    for (const auto& h : headers) {
+      INFO(h);
+      CHECK(included.count(h) == 1);
+    }
+    for (const auto& h : included) {
+      INFO(h);
+      CHECK(headers.count(h) == 1);  // and nothing that is not installed
+    }
+  }
+}
