@@ -8,7 +8,7 @@
 #include "core/debug.hpp"
 #include "core/grad.hpp"
 #include "core/gradcheck.hpp"
-include "core/ops.hpp"
+#include "core/ops.hpp"
 #include "core/table_memory.hpp"
 #include "core/tape.hpp"
 #include "core/tensor.hpp"
