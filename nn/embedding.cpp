@@ -49,6 +49,14 @@ Tensor make_weight(std::size_t num, std::size_t dim, std::optional<int64_t> padd
   return w;
 }
 
+// `weight` is a public member that users may replace: check that it is still a
+// table before reading its shape.
+void check_weight(const char* layer, const Tensor& weight) {
+  if (weight.dim() != 2)
+    throw std::invalid_argument(std::string(layer) + ": weight must be 2-D [num, dim]; got " +
+                                shape_str(weight.shape()));
+}
+
 void check_pretrained(const char* layer, const Array& weight) {
   if (weight.dimension() != 2)
     throw std::invalid_argument(std::string(layer) +
@@ -183,6 +191,7 @@ Embedding Embedding::from_pretrained(const Array& weight, EmbeddingOptions optio
 }
 
 Tensor Embedding::forward(const Indices& input) {
+  check_weight("Embedding", weight);
   const std::size_t num = num_embeddings(), dim = embedding_dim();
   check_indices("Embedding", input, num);
   Plan p{std::vector<int64_t>(input.begin(), input.end()), {}, {}, num, dim};
@@ -358,6 +367,7 @@ EmbeddingBag EmbeddingBag::from_pretrained(const Array& weight, EmbeddingBagOpti
 
 Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
                              const std::optional<Tensor>& per_sample_weights) {
+  check_weight("EmbeddingBag", weight);
   if (input.dimension() != 1)
     throw std::invalid_argument("EmbeddingBag: with offsets, input must be 1-D; got shape " +
                                 shape_str(shape_of(input)));
@@ -369,6 +379,7 @@ Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
 }
 
 Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& per_sample_weights) {
+  check_weight("EmbeddingBag", weight);
   if (input.dimension() != 2)
     throw std::invalid_argument("EmbeddingBag: without offsets, input must be 2-D [bags, n]; got shape " +
                                 shape_str(shape_of(input)));
@@ -382,6 +393,7 @@ Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& 
 }
 
 Tensor EmbeddingBag::forward(const CsrInput& batch) {
+  check_weight("EmbeddingBag", weight);
   const std::size_t n = batch.indices.size();
   if (batch.indptr.empty() || static_cast<uint64_t>(batch.indptr.back()) != n)
     throw std::invalid_argument(
