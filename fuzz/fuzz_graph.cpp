@@ -353,6 +353,7 @@ struct Entry {             // a tensor the program made: a leaf or an op's outpu
   // unknown once a backward() ran where differences cannot be trusted.
   bool grad_known = true;
   std::optional<Val> grad;
+  std::optional<Shape> grad_shape;  // of the gradient it holds, known or not
 };
 
 struct Step {
@@ -421,6 +422,7 @@ class Program {
   std::vector<Val> eval(const Perturb& d, std::vector<std::vector<int64_t>>* branches) const;
   std::vector<int> reach(int root) const;
   std::optional<Got> why_not_runnable(int root, std::string& why) const;
+  bool stale_grad(int e) const;
 
   fuzz::Bytes& in_;
   std::vector<Entry> entries_;
@@ -1232,6 +1234,12 @@ std::vector<int> Program::reach(int root) const {
   return out;
 }
 
+// A leaf holding a gradient of another shape than its own (changed in place since).
+bool Program::stale_grad(int e) const {
+  const Entry& E = entries_[e];
+  return E.step < 0 && E.requires_grad && E.grad_shape && *E.grad_shape != E.values.back().shape;
+}
+
 // Whether backward() from `root` must refuse, by the README's rules.
 std::optional<Got> Program::why_not_runnable(int root, std::string& why) const {
   for (int k : reach(root)) {
@@ -1243,6 +1251,10 @@ std::optional<Got> Program::why_not_runnable(int root, std::string& why) const {
     const unsigned reads = s.op->reads(s.call.in.size());
     for (std::size_t i = 0; i < s.call.in.size(); ++i) {
       const Entry& in = entries_[s.call.in[i]];
+      if (stale_grad(s.call.in[i])) {
+        why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' holds a stale gradient";
+        return Got::logic_error;
+      }
       if (in.values.size() - 1 == s.in_version[i]) continue;
       if ((reads >> i) & 1) {
         why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' was written; backward reads it";
@@ -1288,6 +1300,7 @@ void Program::op(const Op& op) {
   Tensor out;
   std::string what;
   Got got;
+  trace("#" + std::to_string(entries_.size()) + " = " + op.name + "(...)");
   {
     std::optional<tg::NoGradGuard> guard;
     if (no_grad) guard.emplace();
@@ -1481,10 +1494,10 @@ void Program::backward() {
   Entry& R = entries_[root];
   const uint8_t f = in_.byte();
   const bool retain = f & 1;
-  const int seed_kind = (f >> 1) % 4;  // 0: implied (one element), 3: a gradient of another shape
+  const int seed_kind = (f >> 1) % 8;  // 0: implied (one element), 7: a gradient of another shape
   const Shape rs = R.t.shape();
   std::optional<Array> seed;  // none: a loss, backward() without a gradient
-  if (seed_kind == 3) {
+  if (seed_kind == 7) {
     Shape wrong = rs;
     wrong.push_back(2);
     seed = seed_weights(wrong);
@@ -1501,6 +1514,9 @@ void Program::backward() {
   } else if (seed ? tg::Shape(seed->shape().begin(), seed->shape().end()) != rs : numel(rs) != 1) {
     want = Got::invalid_argument;
     why = "a seed of the wrong shape (or none for a tensor of " + str(rs) + ")";
+  } else if (stale_grad(root)) {
+    want = Got::logic_error;
+    why = "the root leaf holds a stale gradient";
   } else {
     want = why_not_runnable(root, why);
   }
@@ -1520,6 +1536,7 @@ void Program::backward() {
   const std::size_t live_before = tg::Tape::current().live_count();
 
   std::string what;
+  trace("backward from #" + std::to_string(root) + "...");
   const Got got = attempt([&] { R.t.backward(seed, retain); }, what);
   ++stats.backwards;
   trace("backward from #" + std::to_string(root) + (retain ? " (retain_graph)" : "") + ", expected " +
@@ -1578,6 +1595,7 @@ void Program::backward() {
 
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     Entry& L = entries_[leaves[i]];
+    if (!L.grad_shape) L.grad_shape = L.values.back().shape;
     if (!smooth) {
       L.grad_known = false;
       continue;
