@@ -36,7 +36,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -75,6 +77,7 @@ constexpr double fd_step = 1e-6;
 struct Stats {  // printed at exit when TAPEGRAD_FUZZ_STATS is set
   unsigned long programs = 0, ops = 0, refused_ops = 0, writes = 0, backwards = 0, refused_backwards = 0,
                 checked_backwards = 0, checked_elements = 0;
+  std::map<std::string, unsigned long> refusals;  // why backward() refused, by the model
   ~Stats() {
     if (!std::getenv("TAPEGRAD_FUZZ_STATS")) return;
     std::fprintf(stderr,
@@ -82,6 +85,7 @@ struct Stats {  // printed at exit when TAPEGRAD_FUZZ_STATS is set
                  "checked against central differences, %lu gradient elements)\n",
                  programs, ops, refused_ops, writes, backwards, refused_backwards, checked_backwards,
                  checked_elements);
+    for (const auto& [why, n] : refusals) std::fprintf(stderr, "  refused: %lu %s\n", n, why.c_str());
   }
 } stats;
 
@@ -349,8 +353,10 @@ struct Entry {             // a tensor the program made: a leaf or an op's outpu
   // values[j]: the values after j in-place writes. values[0] is where the
   // program ran (leaf values, or the reference's output for this step).
   std::vector<Val> values;
-  // Leaves only: the gradient backward() should have accumulated so far;
-  // unknown once a backward() ran where differences cannot be trusted.
+  bool retains = false;  // retain_grad() was called on this output
+  // Leaves and outputs that retain their gradient: the gradient backward()
+  // should have accumulated so far; unknown once a backward() ran where
+  // differences cannot be trusted.
   bool grad_known = true;
   std::optional<Val> grad;
   std::optional<Shape> grad_shape;  // of the gradient it holds, known or not
@@ -365,7 +371,7 @@ struct Step {
   std::vector<int64_t> branches;  // Check::branches where the program ran
 };
 
-struct Perturb {  // central differences: leaf element k moved by delta
+struct Perturb {  // central differences: element k of a leaf (or an output) moved by delta
   int leaf = -1;
   std::size_t k = 0;
   double delta = 0;
@@ -416,6 +422,8 @@ class Program {
   void backward();
   void drop();
   void detach();
+  void zero_grad();
+  void retain_grad();
   void check_tape();
 
   const Val& value(int e, std::size_t version, const std::vector<Val>& now, const Perturb& d) const;
@@ -1205,12 +1213,14 @@ std::vector<Val> Program::eval(const Perturb& d, std::vector<std::vector<int64_t
     }
     operands.clear();
     operands.reserve(s.call.in.size());
+    // (the output is nudged after it is computed, below)
     for (std::size_t i = 0; i < s.call.in.size(); ++i)
       operands.push_back(value(s.call.in[i], s.in_version[i], now, d));
     Vals xs;
     for (const Val& v : operands) xs.push_back(&v);
     Check c;
     now[e] = s.op->ref(xs, s.call.p, c, &E.values[0]);
+    if (d.leaf == static_cast<int>(e) && d.k < now[e].v.size()) now[e].v[d.k] += d.delta;  // retain_grad
     if (branches) (*branches)[E.step] = std::move(c.branches);
   }
   return now;
@@ -1473,6 +1483,45 @@ void Program::detach() {
   entries_.push_back(std::move(e));
 }
 
+void Program::zero_grad() {
+  const int e = pick();
+  trace("#" + std::to_string(e) + ".zero_grad()");
+  Entry& E = entries_[e];
+  E.t.zero_grad();
+  FUZZ_EXPECT(E.t.grad().empty(), "zero_grad() left a gradient");
+  E.grad.reset();
+  E.grad_shape.reset();
+  E.grad_known = true;
+}
+
+// retain_grad(): an output keeps the gradient backward() passes through it.
+// Only for tensors that require grad.
+void Program::retain_grad() {
+  const int e = pick();
+  Entry& E = entries_[e];
+  std::string what;
+  const Got got = attempt([&] { E.t.retain_grad(); }, what);
+  trace("#" + std::to_string(e) + ".retain_grad(): " + got_str(got) + " " + what);
+  FUZZ_EXPECT(got == (E.requires_grad ? Got::ok : Got::logic_error),
+              std::string("retain_grad() on a tensor that ") + (E.requires_grad ? "requires" : "does not require") +
+                  " grad: " + got_str(got) + " " + what);
+  if (got == Got::ok && E.step >= 0) E.retains = true;
+}
+
+// A refusal without op names and numbers: "input 1 of 'mul' was written; backward
+// reads it" counts as "input of was written; backward reads it".
+std::string refusal_kind(const std::string& why) {
+  std::string out;
+  bool quoted = false;
+  for (char c : why.substr(0, why.find(" ("))) {
+    if (c == '\'') quoted = !quoted;
+    if (quoted || c == '\'' || std::isdigit(static_cast<unsigned char>(c)) || (c == ' ' && !out.empty() && out.back() == ' '))
+      continue;
+    out += c;
+  }
+  return out;
+}
+
 Array seed_weights(const Shape& s) {
   Array w = xt::empty<float>(s);
   for (std::size_t k = 0; k < w.size(); ++k)
@@ -1490,18 +1539,26 @@ std::optional<Val> grad_of(const Tensor& t) {
 void Program::backward() {
   if (backwards_ >= max_backwards) return;
   ++backwards_;
-  const int root = pick();
-  Entry& R = entries_[root];
   const uint8_t f = in_.byte();
   const bool retain = f & 1;
-  const int seed_kind = (f >> 1) % 8;  // 0: implied (one element), 7: a gradient of another shape
+  // 0: implied for a one-element root, else w; 1: implied; 15: a gradient of another shape; else w
+  const int seed_kind = (f >> 1) % 16;
+  // Mostly a root that requires grad (the others only test one refusal).
+  int root = pick();
+  if (!(f & 0x80) && !entries_[root].requires_grad)
+    for (std::size_t e = entries_.size(); e-- > 0;)
+      if (entries_[e].held && entries_[e].requires_grad) {
+        root = static_cast<int>(e);
+        break;
+      }
+  Entry& R = entries_[root];
   const Shape rs = R.t.shape();
   std::optional<Array> seed;  // none: a loss, backward() without a gradient
-  if (seed_kind == 7) {
+  if (seed_kind == 15) {
     Shape wrong = rs;
     wrong.push_back(2);
     seed = seed_weights(wrong);
-  } else if (seed_kind != 0) {
+  } else if (seed_kind > 1 || (seed_kind == 0 && numel(rs) != 1)) {
     seed = seed_weights(rs);
   }
 
@@ -1521,18 +1578,23 @@ void Program::backward() {
     want = why_not_runnable(root, why);
   }
   if (!want) want = Got::ok;
-  // A leaf in the graph whose gradient has another shape than the leaf now.
-  std::vector<int> leaves;  // leaves backward() adds into
+  // What backward() adds into: the leaves of the graph, and the outputs it
+  // walks that retain their gradient.
+  std::vector<int> leaves;
   const std::vector<int> walked = reach(root);
-  if (R.step < 0) leaves.push_back(root);
-  for (int k : walked)
+  auto add = [&](int e) {
+    if (std::find(leaves.begin(), leaves.end(), e) == leaves.end()) leaves.push_back(e);
+  };
+  if (R.step < 0) add(root);
+  for (int k : walked) {
+    if (entries_[steps_[k].out].retains) add(steps_[k].out);
     for (int e : steps_[k].call.in)
-      if (entries_[e].step < 0 && entries_[e].requires_grad &&
-          std::find(leaves.begin(), leaves.end(), e) == leaves.end())
-        leaves.push_back(e);
+      if (entries_[e].step < 0 && entries_[e].requires_grad) add(e);
+  }
 
   std::vector<std::optional<Val>> grads_before;
-  for (const Entry& E : entries_) grads_before.push_back(E.step < 0 ? grad_of(E.t) : std::nullopt);
+  for (const Entry& E : entries_)
+    grads_before.push_back(E.step < 0 || E.retains ? grad_of(E.t) : std::nullopt);
   const std::size_t live_before = tg::Tape::current().live_count();
 
   std::string what;
@@ -1545,17 +1607,18 @@ void Program::backward() {
                            " " + str(rs) + (retain ? " (retain_graph)" : "");
   FUZZ_EXPECT(got == *want, call + ": expected " + got_str(*want) + (why.empty() ? "" : " (" + why + ")") +
                                 ", got " + got_str(got) + " " + what);
-  // Leaves out of the graph (all of them after a refusal) keep their gradient bit for bit.
+  // The others (all of them after a refusal) keep their gradient bit for bit.
   for (std::size_t e = 0; e < entries_.size(); ++e) {
-    if (entries_[e].step >= 0) continue;
+    if (entries_[e].step >= 0 && !entries_[e].retains) continue;
     if (got == Got::ok && std::find(leaves.begin(), leaves.end(), static_cast<int>(e)) != leaves.end()) continue;
     const std::optional<Val> now = entries_[e].held ? grad_of(entries_[e].t) : grads_before[e];
     FUZZ_EXPECT(now.has_value() == grads_before[e].has_value() &&
                     (!now || (now->shape == grads_before[e]->shape && same(now->v, grads_before[e]->v))),
-                call + ": the gradient of a leaf out of the graph changed");
+                call + ": the gradient of a tensor out of the graph changed");
   }
   if (got != Got::ok) {
     ++stats.refused_backwards;
+    ++stats.refusals[refusal_kind(why)];
     FUZZ_EXPECT(what.find("backward") != std::string::npos, call + ": the message does not say backward: " + what);
     FUZZ_EXPECT(tg::Tape::current().live_count() == live_before, call + ": a refused backward changed the tape");
     return;
@@ -1581,7 +1644,7 @@ void Program::backward() {
   std::vector<std::vector<int64_t>> branches(steps_.size());
   for (std::size_t i = 0; i < leaves.size() && smooth; ++i) {
     const int e = leaves[i];
-    Val g = zeros(entries_[e].values.back().shape);
+    Val g = zeros(entries_[e].values[entries_[e].step < 0 ? entries_[e].values.size() - 1 : 0].shape);
     for (std::size_t k = 0; k < g.v.size() && smooth; ++k) {
       const double lp = loss({e, k, fd_step}, &branches);
       for (int s : walked) smooth &= branches[s] == steps_[s].branches;  // the same side of every kink
@@ -1617,13 +1680,14 @@ void Program::backward() {
     const Entry& L = entries_[e];
     if (!L.grad_known || !L.grad || !L.held) continue;
     const std::optional<Val> got_grad = grad_of(L.t);
-    FUZZ_EXPECT(got_grad.has_value(), call + ": a leaf in the graph got no gradient");
+    FUZZ_EXPECT(got_grad.has_value(), call + ": a tensor in the graph got no gradient");
     FUZZ_EXPECT(got_grad->shape == L.grad->shape,
-                call + ": gradient of shape " + str(got_grad->shape) + " for a leaf of shape " + str(L.grad->shape));
+                call + ": gradient of shape " + str(got_grad->shape) + " for a tensor of shape " + str(L.grad->shape));
     for (std::size_t k = 0; k < L.grad->v.size(); ++k) {
       ++stats.checked_elements;
       FUZZ_EXPECT(close(got_grad->v[k], L.grad->v[k], 1e-3 * scale + 1e-2 * std::abs(L.grad->v[k])),
-                  call + ": leaf gradient " + vals_str(*got_grad) + ", central differences " + vals_str(*L.grad));
+                  call + ": gradient of #" + std::to_string(e) + " " + vals_str(*got_grad) + ", central differences " +
+                      vals_str(*L.grad));
     }
   }
 }
@@ -1663,14 +1727,18 @@ void Program::run() {
   for (std::size_t i = 0; i < leaves; ++i) fresh(draw_shape());
   for (std::size_t a = 0; a < max_actions && !in_.empty(); ++a) {
     const uint8_t b = in_.byte();
-    if (b < 160)
+    if (b < 150)
       op(ops[b % num_ops]);
-    else if (b < 190)
+    else if (b < 178)
       write();
-    else if (b < 215)
+    else if (b < 202)
       backward();
-    else if (b < 235)
+    else if (b < 220)
       drop();
+    else if (b < 228)
+      zero_grad();
+    else if (b < 235)
+      retain_grad();
     else
       detach();
     check_tape();
