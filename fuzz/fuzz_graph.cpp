@@ -70,21 +70,25 @@ constexpr std::size_t max_leaf_elements = 48;  // over all leaves: central diffe
 // still runs and its exceptions, versions and tape are checked; only values
 // and gradients are not.
 constexpr double huge = 1e3, pole = 0.1, margin = 1e-3;
-// Central differences in double: truncation ~ h^2 f''' and rounding ~ 1e-16 |L| / h,
-// both far below the tolerances (1e-3 and 1e-2 relative; float32 rounding is 6e-8).
+// Central differences in double: rounding ~ 1e-16 |L| / h, far below the
+// tolerances (1e-3 and 1e-2 relative; float32 rounding is 6e-8). Truncation,
+// h^2 f''' / 6, need not be: a large factor times the square of a steep
+// difference (22518 * (150 - (x - 2.5)^4)^2 at x = 1) has f''' ~ 10^10. So each
+// element is taken at h and 2h: their difference (3 times the truncation at h)
+// must be small, and Richardson's (4 D(h) - D(2h)) / 3 removes the h^2 term.
 constexpr double fd_step = 1e-6;
 
 struct Stats {  // printed at exit when TAPEGRAD_FUZZ_STATS is set
   unsigned long programs = 0, ops = 0, refused_ops = 0, writes = 0, backwards = 0, refused_backwards = 0,
-                checked_backwards = 0, checked_elements = 0;
+                checked_backwards = 0, steep_backwards = 0, checked_elements = 0;
   std::map<std::string, unsigned long> refusals;  // why backward() refused, by the model
   ~Stats() {
     if (!std::getenv("TAPEGRAD_FUZZ_STATS")) return;
     std::fprintf(stderr,
                  "graph: %lu programs, %lu ops (%lu refused), %lu writes, %lu backward (%lu refused, %lu "
-                 "checked against central differences, %lu gradient elements)\n",
+                 "checked against central differences, %lu gradient elements; %lu too steep to check)\n",
                  programs, ops, refused_ops, writes, backwards, refused_backwards, checked_backwards,
-                 checked_elements);
+                 checked_elements, steep_backwards);
     for (const auto& [why, n] : refusals) std::fprintf(stderr, "  refused: %lu %s\n", n, why.c_str());
   }
 } stats;
@@ -123,6 +127,12 @@ struct Val {  // a tensor in double
 
 Val zeros(const Shape& s) {
   return {s, std::vector<double>(numel(s), 0.0)};
+}
+
+std::string vals_str(const Val& x) {
+  std::string s = str(x.shape) + " [";
+  for (std::size_t i = 0; i < x.v.size(); ++i) s += (i ? ", " : "") + std::to_string(x.v[i]);
+  return s + "]";
 }
 
 Val of(const Array& a) {
@@ -468,7 +478,8 @@ int Program::fresh(Shape s, bool force) {
   e.t = Tensor(std::move(a), requires_grad);
   e.impl = e.t.impl();
   e.requires_grad = requires_grad;
-  trace("#" + std::to_string(entries_.size()) + " = leaf " + str(s) + (requires_grad ? ", requires grad" : ""));
+  trace("#" + std::to_string(entries_.size()) + " = leaf " + vals_str(e.values[0]) +
+        (requires_grad ? ", requires grad" : ""));
   entries_.push_back(std::move(e));
   return static_cast<int>(entries_.size()) - 1;
 }
@@ -1171,12 +1182,6 @@ bool finite_and_tame(const Val& x) {
   return std::all_of(x.v.begin(), x.v.end(), [](double a) { return std::abs(a) <= huge; });
 }
 
-std::string vals_str(const Val& x) {
-  std::string s = str(x.shape) + " [";
-  for (std::size_t i = 0; i < x.v.size(); ++i) s += (i ? ", " : "") + std::to_string(x.v[i]);
-  return s + "]";
-}
-
 // The values of `e` after `version` writes, with the program's leaves moved by d.
 const Val& Program::value(int e, std::size_t version, const std::vector<Val>& now, const Perturb& d) const {
   const Entry& E = entries_[e];
@@ -1375,6 +1380,7 @@ void Program::op(const Op& op) {
                   call + ": value " + vals_str(got_val) + ", reference " + vals_str(want_val));
   }
 
+  trace("  tapegrad " + vals_str(of(out.value())) + ", reference " + vals_str(want_val) + (wild ? " (wild)" : ""));
   Entry e;
   e.step = static_cast<int>(steps_.size());
   e.requires_grad = e.recorded = recorded;
@@ -1476,10 +1482,15 @@ void Program::detach() {
   }
   e.impl = e.t.impl();
   e.requires_grad = requires_grad;
-  e.values.push_back(of(e.t.value()));
+  // The reference's value of the source, not the float32 one: like an output
+  // made under NoGradGuard, a detached copy must equal its source exactly in
+  // the reference as it does in tapegrad. Rounded to float32, mse_loss(x.detach(), x)
+  // would have the gradient 2 (float(x) - x) dx in the reference (rounding
+  // noise times dx, as large as 10^-2 for values near 10^3) and 0 in tapegrad.
+  e.values.push_back(entries_[from].values.back());
   trace("#" + std::to_string(entries_.size()) + " = #" + std::to_string(from) + ".detach()" +
         (requires_grad ? ", requires grad" : ""));
-  e.wild = !finite_and_tame(e.values[0]);
+  e.wild = entries_[from].wild || !finite_and_tame(e.values[0]);
   entries_.push_back(std::move(e));
 }
 
@@ -1641,18 +1652,31 @@ void Program::backward() {
     return l;
   };
   std::vector<Val> numeric;
+  double fd_gap = 0, fd_size = 1;  // the largest |D(2h) - D(h)|, and of the gradients (at least 1)
   std::vector<std::vector<int64_t>> branches(steps_.size());
   for (std::size_t i = 0; i < leaves.size() && smooth; ++i) {
     const int e = leaves[i];
     Val g = zeros(entries_[e].values[entries_[e].step < 0 ? entries_[e].values.size() - 1 : 0].shape);
     for (std::size_t k = 0; k < g.v.size() && smooth; ++k) {
-      const double lp = loss({e, k, fd_step}, &branches);
-      for (int s : walked) smooth &= branches[s] == steps_[s].branches;  // the same side of every kink
-      const double lm = loss({e, k, -fd_step}, &branches);
-      for (int s : walked) smooth &= branches[s] == steps_[s].branches;
-      g.v[k] = (lp - lm) / (2 * fd_step);
+      double d[2];  // central differences with steps h and 2h
+      for (int j = 0; j < 2; ++j) {
+        const double h = fd_step * (1 + j);
+        const double lp = loss({e, k, h}, &branches);
+        for (int s : walked) smooth &= branches[s] == steps_[s].branches;  // the same side of every kink
+        const double lm = loss({e, k, -h}, &branches);
+        for (int s : walked) smooth &= branches[s] == steps_[s].branches;
+        d[j] = (lp - lm) / (2 * h);
+      }
+      g.v[k] = (4 * d[0] - d[1]) / 3;
+      fd_gap = std::max(fd_gap, std::abs(d[1] - d[0]));
+      fd_size = std::max(fd_size, std::abs(g.v[k]));
     }
     numeric.push_back(std::move(g));
+  }
+  // Truncation that large means the higher terms may not be small either.
+  if (smooth && fd_gap > 1e-4 * fd_size) {
+    smooth = false;
+    ++stats.steep_backwards;
   }
   if (smooth) ++stats.checked_backwards;
 
