@@ -34,7 +34,9 @@
 namespace bench {
 
 struct Args {
-  std::string ids, model = "embedding", optim = "sgd";
+  // zero_grad: "idiomatic" (the library's optimizer.zero_grad()) or "none" (gradients
+  // reset to undefined, PyTorch's set_to_none; what tapegrad's zero_grad does anyway).
+  std::string ids, model = "embedding", optim = "sgd", zero_grad = "idiomatic";
   int64_t dim = 64, batch = 32, warmup = 8, repeats = 5, max_steps = 200;
   double target_ms = 300, lr = -1;  // lr: 0.1 for sgd, 0.01 for adam (bow_classifier's)
 };
@@ -65,12 +67,15 @@ inline Args parse_args(int argc, char** argv) {
       a.target_ms = std::stod(v);
     else if (k == "--lr")
       a.lr = std::stod(v);
+    else if (k == "--zero-grad")
+      a.zero_grad = v;
     else
       throw std::invalid_argument("unknown option " + k);
   }
   if (a.ids.empty()) throw std::invalid_argument("--ids FILE is required");
   if (a.model != "embedding" && a.model != "linear") throw std::invalid_argument("--model embedding|linear");
   if (a.optim != "sgd" && a.optim != "adam") throw std::invalid_argument("--optim sgd|adam");
+  if (a.zero_grad != "idiomatic" && a.zero_grad != "none") throw std::invalid_argument("--zero-grad idiomatic|none");
   if (a.warmup < 1 || a.repeats < 1 || a.max_steps < 1) throw std::invalid_argument("counts must be >= 1");
   if (a.lr < 0) a.lr = a.optim == "sgd" ? 0.1 : 0.01;
   return a;

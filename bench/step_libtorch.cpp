@@ -6,9 +6,11 @@
 //
 // libtorch has no SparseAdam, so embedding + Adam uses a dense [V, D] gradient
 // (EmbeddingBag sparse = false) and dense Adam; embedding + SGD uses the sparse
-// gradient (torch::optim::SGD adds it into the weight). Gradients are reset to
-// undefined before backward (PyTorch's zero_grad(set_to_none=True)), as
-// tapegrad's zero_grad does; libtorch 1.13's zero_grad() would zero them instead.
+// gradient (torch::optim::SGD adds it into the weight). Gradients are cleared
+// with optimizer.zero_grad(), the call a libtorch program makes: in libtorch
+// 1.13 it zeroes each gradient in place (there is no set_to_none yet), where
+// tapegrad's zero_grad() empties the slots. With --zero-grad none they are reset
+// to undefined instead (set_to_none), for comparison.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -101,7 +103,10 @@ int run(const bench::Args& a) {
     }
     const torch::Tensor loss = torch::nn::functional::cross_entropy(head->forward(torch::tanh(hidden)), y);
     clock.lap(ph.forward);
-    for (torch::Tensor& p : params) p.mutable_grad().reset();
+    if (a.zero_grad == "none")
+      for (torch::Tensor& p : params) p.mutable_grad().reset();
+    else
+      opt->zero_grad();
     loss.backward();
     clock.lap(ph.backward);
     opt->step();

@@ -8,7 +8,9 @@ bench/harness.hpp, and the same RESULT line.
 
 Optimizers: SGD over every parameter; for embedding + Adam, SparseAdam for the
 embedding's sparse gradient and Adam for the head (PyTorch needs two); for
-linear + Adam, one Adam. zero_grad(set_to_none=True), as tapegrad empties its slots.
+linear + Adam, one Adam. Gradients are cleared with optimizer.zero_grad(), the
+call a PyTorch program makes (in 1.13 it zeroes them in place: set_to_none=False);
+--zero-grad none passes set_to_none=True instead.
 
 Run it with Debian's interpreter (/usr/bin/python3), which has python3-torch.
 """
@@ -114,6 +116,7 @@ def main():
     p.add_argument("--max-steps", type=int, default=200)
     p.add_argument("--target-ms", type=float, default=300)
     p.add_argument("--lr", type=float, default=-1)
+    p.add_argument("--zero-grad", choices=["idiomatic", "none"], default="idiomatic")
     a = p.parse_args()
     if a.lr < 0:
         a.lr = 0.1 if a.optim == "sgd" else 0.01
@@ -169,7 +172,7 @@ def main():
         loss = F.cross_entropy(head(torch.tanh(hidden)), y)
         t2 = time.perf_counter()
         for o in opts:
-            o.zero_grad(set_to_none=True)
+            o.zero_grad(set_to_none=a.zero_grad == "none")
         loss.backward()
         t3 = time.perf_counter()
         for o in opts:

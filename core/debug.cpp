@@ -30,7 +30,7 @@ std::string describe(const Node& node) {
   std::ostringstream s;
   s << '[' << node.index << "] " << node.op << '(';
   for (std::size_t i = 0; i < node.inputs.size(); ++i) s << (i ? ", " : "") << tensor_str(node.inputs[i]);
-  s << ") -> " << shape_str(node.output_shape);
+  s << ") -> " << shape_str(Shape(node.output_shape.begin(), node.output_shape.end()));
   return s.str();
 }
 

@@ -54,16 +54,13 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, Reads rea
 
   auto node = std::make_shared<Node>();
   node->op = std::move(op);
-  node->reads_input.assign(inputs.size(), false);
-  for (std::size_t i : reads.input_positions) node->reads_input.at(i) = true;
-  for (const Tensor& in : inputs) {
-    node->input_versions.push_back(in.version());
-    node->input_shapes.push_back(in.shape());
-  }
+  node->seen.reserve(inputs.size());
+  for (const Tensor& in : inputs) node->seen.push_back({in.version(), in.value().shape(), false});
+  for (std::size_t i : reads.input_positions) node->seen.at(i).read = true;
   node->reads_output = reads.output_value;
   node->inputs = std::move(inputs);
   node->output = out.impl();
-  node->output_shape = out.shape();
+  node->output_shape = out.value().shape();
   node->backward = std::move(backward);
   out.impl()->requires_grad = true;
   out.impl()->creator = node;
@@ -134,33 +131,34 @@ static void check_runnable(const Node& n) {
                            "graph twice");
   for (std::size_t i = 0; i < n.inputs.size(); ++i) {
     check_held_grad(n.inputs[i], [&] { return input_str(n, i); });
+    const Node::Seen& seen = n.seen[i];
     const uint64_t now = n.inputs[i].version();
-    if (now == n.input_versions[i]) continue;
-    if (n.reads_input[i])
+    if (now == seen.version) continue;
+    if (seen.read)
       throw std::logic_error("backward: " + input_str(n, i) +
                              ", was modified in place after it was used by op '" + n.op + "' (tape entry " +
                              std::to_string(n.index) + "): version " + std::to_string(now) + ", expected " +
-                             std::to_string(n.input_versions[i]) +
+                             std::to_string(seen.version) +
                              ". Its backward needs the values the op saw: write after backward(), or "
                              "run the forward pass again after the write");
-    if (n.inputs[i].shape() != n.input_shapes[i])
-      throw std::logic_error("backward: " + input_str(n, i) + ", had shape " + shape_str(n.input_shapes[i]) +
+    if (n.inputs[i].value().shape() != seen.shape)
+      throw std::logic_error("backward: " + input_str(n, i) + ", had shape " +
+                             shape_str(Shape(seen.shape.begin(), seen.shape.end())) +
                              " when the op ran; an in-place write changed it");
   }
-  if (auto out = n.output.lock(); out && out->version != n.output_version) {
-    if (n.reads_output)
-      throw std::logic_error("backward: the output of op '" + n.op + "' (tape entry " +
-                             std::to_string(n.index) + ") was modified in place after the op ran: version " +
-                             std::to_string(out->version) + ", expected " + std::to_string(n.output_version) +
-                             ". Its backward reads that output: write to a copy instead");
-    // The closure gets a gradient of the output's shape now, and would read it
-    // as the shape the op made.
-    const Shape now(out->value.shape().begin(), out->value.shape().end());
-    if (now != n.output_shape)
-      throw std::logic_error("backward: the output of op '" + n.op + "' (tape entry " +
-                             std::to_string(n.index) + ") had shape " + shape_str(n.output_shape) +
-                             " when the op ran; an in-place write changed it to " + shape_str(now));
-  }
+  auto out = n.output.lock();
+  if (out && out->version != n.output_version && out->value.shape() != n.output_shape)
+    throw std::logic_error("backward: the output of op '" + n.op + "' (tape entry " +
+                           std::to_string(n.index) + ") had shape " +
+                           shape_str(Shape(n.output_shape.begin(), n.output_shape.end())) +
+                           " when the op ran; an in-place write "
+                           "changed it to " +
+                           shape_str(Shape(out->value.shape().begin(), out->value.shape().end())));
+  if (n.reads_output && out && out->version != n.output_version)
+    throw std::logic_error("backward: the output of op '" + n.op + "' (tape entry " +
+                           std::to_string(n.index) + ") was modified in place after the op ran: version " +
+                           std::to_string(out->version) + ", expected " + std::to_string(n.output_version) +
+                           ". Its backward reads that output: write to a copy instead");
 }
 
 // Gathers every node reachable from `root`, claiming each for backward() call
@@ -218,9 +216,10 @@ void run_backward(const Tensor& root, Array seed, bool retain_graph) {
       std::shared_ptr<TensorImpl> out = n->output.lock();
       if (!out || out->pending.empty()) continue;
 
-      Array g = out->pending.to_dense(n->output_shape);
+      const Shape shape(n->output_shape.begin(), n->output_shape.end());
+      Array g = out->pending.to_dense(shape);
       out->pending.clear();
-      if (out->retains_grad) out->grad.add(g, n->output_shape);
+      if (out->retains_grad) out->grad.add(g, shape);
       auto trace = debug::before_step(*n);  // null unless tracing
       n->backward(g, out->value, n->inputs);
       if (trace || debug::anomaly_enabled()) debug::after_step(*n, g, trace);

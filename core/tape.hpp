@@ -73,14 +73,16 @@ struct Node {
   std::size_t index = 0;             // position in recording order (one counter for all threads)
   std::vector<Tensor> inputs;        // strong: an op keeps what its backward reads
   std::weak_ptr<TensorImpl> output;  // weak: the output owns this node
-  Shape output_shape;
+  Array::shape_type output_shape;    // the output's shape (held inline up to 4 dims)
   BackwardFn backward;
 
-  // The inputs as the op saw them, to catch in-place writes before backward():
-  // their versions and shapes, and which of their values the closure reads.
-  std::vector<uint64_t> input_versions;
-  std::vector<Shape> input_shapes;
-  std::vector<bool> reads_input;
+  // Each input as the op saw it, to catch in-place writes before backward().
+  struct Seen {
+    uint64_t version;
+    Array::shape_type shape;
+    bool read;  // the closure reads its values
+  };
+  std::vector<Seen> seen;  // seen[i] belongs to inputs[i]
   bool reads_output = false;
   uint64_t output_version = 0;
 

@@ -8,6 +8,7 @@
 
 #include <xtensor/xadapt.hpp>
 
+#include "core/dispatch.hpp"
 #include "core/ops.hpp"
 #include "core/tape.hpp"
 #include "nn/init.hpp"
@@ -124,10 +125,42 @@ std::vector<std::size_t> entries_by_row(const Plan& p) {
   return order;
 }
 
+// sum and mean: for the entries in `order` (grouped by row), row slot += coef *
+// g[bag] in entry order; a row's first entry writes its slot, so the values
+// need no zeroing. Also compiled for AVX2 (core/dispatch.hpp): the same bits.
+TG_ALSO_FOR_AVX2 void sum_grad_rows(const Plan& p, const std::vector<std::size_t>& order, const float* g,
+                                    SparseRows& out) {
+  for (std::size_t k : order) {
+    const int64_t row = p.index[k];
+    const bool first = out.rows.empty() || out.rows.back() != row;
+    if (first) out.rows.push_back(row);
+    float* dst = out.values.data() + (out.rows.size() - 1) * p.dim;
+    const float* src = g + p.bag_of[k] * p.dim;
+    if (first)
+      for (std::size_t c = 0; c < p.dim; ++c) dst[c] = p.coef[k] * src[c];
+    else
+      for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * src[c];
+  }
+}
+
+// max: a row's slot gets g[bag] in the columns where the entry won (argmax).
+void max_grad_rows(const Plan& p, const std::vector<std::size_t>& order, const float* g,
+                   const std::vector<std::size_t>& argmax, SparseRows& out) {
+  for (std::size_t k : order) {
+    const int64_t row = p.index[k];
+    const bool first = out.rows.empty() || out.rows.back() != row;
+    if (first) out.rows.push_back(row);
+    float* dst = out.values.data() + (out.rows.size() - 1) * p.dim;
+    const std::size_t b = p.bag_of[k];
+    if (first) std::fill_n(dst, p.dim, 0.0f);
+    for (std::size_t c = 0; c < p.dim; ++c)
+      if (argmax[b * p.dim + c] == k) dst[c] += g[b * p.dim + c];
+  }
+}
+
 // The weight's gradient from d(loss)/d(output) [bags, dim], as coalesced
 // SparseRows: entries grouped by row, each adding its share into its row's slot
-// in entry order (a fixed summation order); a row's first entry writes the slot,
-// so the values need no zeroing.
+// in entry order (a fixed summation order).
 // Memory: (unique rows x dim) floats plus the entry order, never num_rows x dim.
 // argmax (max mode) says, for each output element, which entry it came from.
 SparseRows weight_grad(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax) {
@@ -139,23 +172,10 @@ SparseRows weight_grad(const Plan& p, const Array& g, const std::vector<std::siz
   out.num_rows = p.num_rows;
   out.rows.reserve(unique);
   out.values = xt::empty<float>({unique, p.dim});
-  for (std::size_t k : order) {
-    const int64_t row = p.index[k];
-    const bool first = out.rows.empty() || out.rows.back() != row;
-    if (first) out.rows.push_back(row);
-    float* dst = out.values.data() + (out.rows.size() - 1) * p.dim;
-    const std::size_t b = p.bag_of[k];
-    const float* src = g.data() + b * p.dim;
-    if (argmax) {  // max: only the columns where this entry won
-      if (first) std::fill_n(dst, p.dim, 0.0f);
-      for (std::size_t c = 0; c < p.dim; ++c)
-        if ((*argmax)[b * p.dim + c] == k) dst[c] += src[c];
-    } else if (first) {
-      for (std::size_t c = 0; c < p.dim; ++c) dst[c] = p.coef[k] * src[c];
-    } else {
-      for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * src[c];
-    }
-  }
+  if (argmax)
+    max_grad_rows(p, order, g.data(), *argmax, out);
+  else
+    sum_grad_rows(p, order, g.data(), out);
   return out;
 }
 
@@ -297,16 +317,21 @@ Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts
 // The rows jump around a table that can be far larger than the caches, where
 // the hardware prefetcher cannot guess the next one: each row is requested 8
 // entries before it is read, or every read would wait for memory.
-Array bag_sum(const Plan& p, const Array& weight, std::size_t bags) {
+// Also compiled for AVX2 (core/dispatch.hpp): the same bits.
+TG_ALSO_FOR_AVX2 void add_bag_rows(const Plan& p, const float* weight, float* out) {
   constexpr std::size_t ahead = 8;
-  Array out = xt::zeros<float>({bags, p.dim});
   for (std::size_t k = 0; k < p.index.size(); ++k) {
-    if (k + ahead < p.index.size()) prefetch_row(weight.data() + p.index[k + ahead] * p.dim, p.dim);
+    if (k + ahead < p.index.size()) prefetch_row(weight + p.index[k + ahead] * p.dim, p.dim);
     if (p.bag_of[k] == skip) continue;
-    const float* row = weight.data() + p.index[k] * p.dim;
-    float* dst = out.data() + p.bag_of[k] * p.dim;
+    const float* row = weight + p.index[k] * p.dim;
+    float* dst = out + p.bag_of[k] * p.dim;
     for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * row[c];
   }
+}
+
+Array bag_sum(const Plan& p, const Array& weight, std::size_t bags) {
+  Array out = xt::zeros<float>({bags, p.dim});
+  add_bag_rows(p, weight.data(), out.data());
   return out;
 }
 

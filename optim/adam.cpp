@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/dispatch.hpp"
+
 namespace tg::optim {
 
 namespace {
@@ -35,20 +37,10 @@ template <bool Decoupled, bool Amsgrad>
   }
 }
 
-// The update is bound by its square root and two divisions per element. With
-// GCC on x86-64 Linux the function below is compiled twice, for plain x86-64
-// (4 floats per instruction) and for AVX2 (8), and the program loader picks the
-// one the CPU can run (target_clones); measured 1.5-2x faster on the lazy
-// step. AVX2 only, not FMA: a fused multiply-add rounds once where PyTorch
-// rounds twice, and the results must stay PyTorch's to the bit. Not under
-// ThreadSanitizer: the loader runs the picking code before TSan has started,
-// and the instrumented code crashes there.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
-#define TG_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
-#else
-#define TG_ALSO_FOR_AVX2
-#endif
+// The update is bound by its square root and two divisions per element, so
+// the function below is also compiled for AVX2 (core/dispatch.hpp); measured
+// 1.5-2x faster on the lazy step. Not FMA: a fused multiply-add rounds once
+// where PyTorch rounds twice, and the results must stay PyTorch's to the bit.
 
 // One row, for the options of this step. The branch is per row, outside the
 // loop over its columns.

@@ -3,7 +3,21 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/dispatch.hpp"
+
 namespace tg::optim {
+
+namespace {
+
+// p -= lr * g over one row: the whole update without momentum or weight decay
+// (the embedding's usual case, row after scattered row). Also compiled for AVX2
+// (core/dispatch.hpp), which gives the same bits, two multiplies and subtracts
+// rounded as written; tests/test_optim.cpp checks them against this formula.
+TG_ALSO_FOR_AVX2 void sgd_row(float* p, const float* g, float lr, std::size_t cols) {
+  for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * g[c];
+}
+
+}  // namespace
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), options_(options), state_(params_.size()) {
@@ -45,7 +59,7 @@ void SGD::step() {
       float* p = values + r * cols;
       if (momentum == 0) {
         if (weight_decay == 0)  // as PyTorch: no weight_decay * p term at all (p may be inf)
-          for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * g[c];
+          sgd_row(p, g, lr, cols);
         else
           for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * (g[c] + weight_decay * p[c]);
         return;

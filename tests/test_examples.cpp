@@ -123,6 +123,49 @@ TEST_SUITE("examples") {
     CHECK(last["linear"] < 0.5 * first["linear"]);
   }
 
+  TEST_CASE("bow_classifier --test FILE replays a split written to two files") {
+    // The split bow_classifier makes itself, written out: train.tsv in training
+    // order, test.tsv in test order. Trained on train.tsv and tested on test.tsv,
+    // it must see the same documents in the same order, so print the same metrics.
+    TempDir tmp;
+    const fs::path dir = tmp.path;
+    tg::data::TsvData d = tg::data::read_tsv(tiny());
+    tg::data::Split split = tg::data::stratified_split(d.targets, 0.2, 0);
+    for (auto [name, ids] : {std::pair{"train.tsv", &split.train}, std::pair{"test.tsv", &split.test}}) {
+      std::ofstream out(dir / name);
+      for (int64_t i : *ids) out << d.label_names[d.targets[i]] << '\t' << d.texts[i] << '\n';
+    }
+    const std::string common = " --mode embedding --optim sgd --lr 0.2 --epochs 3 --dim 8 --batch 4 --min-df 1";
+    auto whole = run_command(bow() + " --data " + tiny() + common + " --metrics " + (dir / "a.csv").string());
+    auto files = run_command(bow() + " --data " + (dir / "train.tsv").string() + " --test " +
+                             (dir / "test.tsv").string() + common + " --metrics " + (dir / "b.csv").string());
+    INFO(whole.output);
+    INFO(files.output);
+    REQUIRE(whole.status == 0);
+    REQUIRE(files.status == 0);
+    const auto a = read_csv(dir / "a.csv"), b = read_csv(dir / "b.csv");
+    REQUIRE(a.size() == 1 + 3 * 8 + 3);  // header, 32 / 4 steps a epoch, one line per epoch
+    REQUIRE(b.size() == a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i][0] == b[i][0]);
+      if (a[i][0] == "step") CHECK(a[i][4] == b[i][4]);  // loss
+      if (a[i][0] == "epoch") {
+        CHECK(a[i][7] == b[i][7]);  // test_loss
+        CHECK(a[i][8] == b[i][8]);  // accuracy
+      }
+    }
+
+    // A test label the training file does not have: the file and line are named.
+    {
+      std::ofstream out(dir / "odd.tsv");
+      out << "ham\thello there\nphishing\tyour account\n";
+    }
+    auto r = run_command(bow() + " --data " + (dir / "train.tsv").string() + " --test " +
+                         (dir / "odd.tsv").string() + common);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("odd.tsv:2") != std::string::npos);
+  }
+
   TEST_CASE("bow_classifier rejects bad input with a clear message") {
     auto r = run_command(bow() + " --mode sideways");
     CHECK(r.status == 2);

@@ -293,6 +293,38 @@ TEST_SUITE("optim") {
         }
   }
 
+  TEST_CASE("SGD's vectorized row update gives the bits of p -= lr * g, dense and sparse") {
+    // The plain step's row loop may run as an AVX2 build; it must not change a bit.
+    Generator gen(6);
+    const std::size_t rows = 9, cols = 37;  // not a multiple of 8: the loop's tail too
+    for (const bool sparse : {false, true}) {
+      CAPTURE(sparse);
+      Tensor w(randn({rows, cols}, gen).value(), true);
+      SGD sgd({w}, {.lr = 0.3});
+      std::vector<float> p(w.value().begin(), w.value().end());
+      std::size_t mismatches = 0;
+      for (int t = 0; t < 3; ++t) {
+        const Array g = randn({rows, cols}, gen).value();
+        const std::vector<int64_t> picked{0, 3, 4, 8};  // sparse: these rows only
+        if (sparse) {
+          xt::xtensor<float, 2> values = xt::empty<float>({picked.size(), cols});
+          for (std::size_t i = 0; i < picked.size(); ++i)
+            std::copy_n(g.data() + picked[i] * cols, cols, values.data() + i * cols);
+          set_grad(w, sparse_rows(picked, std::move(values), rows));
+        } else {
+          set_grad(w, g);
+        }
+        sgd.step();
+        for (std::size_t r = 0; r < rows; ++r) {
+          if (sparse && std::find(picked.begin(), picked.end(), static_cast<int64_t>(r)) == picked.end()) continue;
+          for (std::size_t c = 0; c < cols; ++c) p[r * cols + c] -= 0.3f * g.data()[r * cols + c];
+        }
+        for (std::size_t i = 0; i < p.size(); ++i) mismatches += p[i] != w.value().data()[i];
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+
   TEST_CASE("without weight decay an infinite parameter stays infinite, as in PyTorch") {
     // PyTorch adds weight_decay * p only when weight_decay != 0: 0 * inf would be NaN.
     const float inf = std::numeric_limits<float>::infinity();

@@ -49,6 +49,7 @@ options:
   --values V         binary | counts | tfidf: the value of each word in a row (default binary:
                      multi-hot rows; raw counts let long emails swamp SGD)
   --test-fraction X  share of documents held out for testing (default 0.2)
+  --test FILE        test on FILE's documents (label<TAB>text) and train on all of --data
   --save FILE        save the trained model to FILE (safetensors) and FILE.vocab
   --load FILE        start from a saved model (train), or the model to use (predict)
   --metrics FILE     write per-step and per-epoch metrics as CSV
@@ -65,7 +66,7 @@ struct Options {
   int64_t min_df = 2;
   double lr = -1, test_fraction = 0.2;
   uint64_t seed = 0;
-  std::string save, load, metrics, plot, predictions;
+  std::string save, load, metrics, plot, predictions, test;
   std::vector<std::string> texts;  // predict: the documents to classify
 };
 
@@ -125,6 +126,8 @@ Options parse(int argc, char** argv) {
       o.test_fraction = number(a);
     else if (a == "--seed")
       o.seed = count(a);
+    else if (a == "--test")
+      o.test = value(a);
     else if (a == "--save")
       o.save = value(a);
     else if (a == "--load")
@@ -366,12 +369,30 @@ int predict(const Options& o) {
 
 // ----------------------------------------------------------------- train
 
+// --test FILE: appends FILE's documents to the corpus (with the corpus' label
+// ids) and returns the split "all of the corpus trains, FILE's documents test",
+// so a split made elsewhere (and given to another tool too) can be replayed.
+tg::data::Split append_test_file(tg::data::TsvData& corpus, const std::string& path) {
+  tg::data::TsvOptions options;
+  options.label_names = corpus.label_names;  // a label the training file lacks is an error
+  tg::data::TsvData test = tg::data::read_tsv(path, options);
+  tg::data::Split split;
+  for (int64_t i = 0; i < corpus.size(); ++i) split.train.push_back(i);
+  for (int64_t i = 0; i < test.size(); ++i) {
+    split.test.push_back(corpus.size());
+    corpus.texts.push_back(std::move(test.texts[i]));
+    corpus.targets.push_back(test.targets[i]);
+  }
+  return split;
+}
+
 int train(const Options& o) {
   tg::data::TsvData corpus = tg::data::read_tsv(o.data);
   const std::size_t classes = corpus.label_names.size();
   if (classes < 2)
     throw std::runtime_error(o.data + ": needs at least two labels, found " + std::to_string(classes));
-  tg::data::Split split = tg::data::stratified_split(corpus.targets, o.test_fraction, o.seed);
+  tg::data::Split split = o.test.empty() ? tg::data::stratified_split(corpus.targets, o.test_fraction, o.seed)
+                                         : append_test_file(corpus, o.test);
   const auto spam = std::find(corpus.label_names.begin(), corpus.label_names.end(), "spam");
   const int64_t positive = spam != corpus.label_names.end() ? spam - corpus.label_names.begin() : 1;
 
