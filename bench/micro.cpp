@@ -41,10 +41,11 @@ const Docs& docs_for(std::size_t vocab, int which = 0) {
   return it->second;
 }
 
-tg::nn::CsrInput csr_for(std::size_t vocab, int which = 0) {
+tg::data::CsrBatch csr_for(std::size_t vocab, int which = 0) {
   tg::data::CsrBatch b =
       tg::data::to_csr(docs_for(vocab, which), static_cast<int64_t>(vocab), tg::data::CsrValues::binary);
-  return {std::move(b.indptr), std::move(b.indices), {}};
+  b.values.clear();  // plain bags: every entry counts 1, no per-sample weights
+  return b;
 }
 
 tg::nn::EmbeddingBag make_bag(std::size_t vocab) {
@@ -71,7 +72,7 @@ void set_tokens(benchmark::State& state) {
 void BM_EmbeddingBagForward(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::nn::EmbeddingBag bag = make_bag(vocab);
-  const tg::nn::CsrInput input = csr_for(vocab);
+  const tg::data::CsrBatch input = csr_for(vocab);
   tg::NoGradGuard no_grad;
   for (auto _ : state) benchmark::DoNotOptimize(bag.forward(input).value().data());
   set_tokens(state);
@@ -81,7 +82,7 @@ void BM_EmbeddingBagForward(benchmark::State& state) {
 void BM_EmbeddingBagForwardBackward(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::nn::EmbeddingBag bag = make_bag(vocab);
-  const tg::nn::CsrInput input = csr_for(vocab);
+  const tg::data::CsrBatch input = csr_for(vocab);
   const tg::Array seed = xt::ones<float>({batch, dim});
   for (auto _ : state) {
     bag.weight.zero_grad();
@@ -122,7 +123,7 @@ void BM_LinearForwardBackward(benchmark::State& state) {
 
 void BM_SparseRowsCoalesce(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
-  const tg::nn::CsrInput input = csr_for(vocab);
+  const tg::data::CsrBatch input = csr_for(vocab);
   const std::vector<int64_t> rows(input.indices.begin(), input.indices.end());
   const xt::xtensor<float, 2> values = xt::ones<float>({rows.size(), dim});
   for (auto _ : state) benchmark::DoNotOptimize(tg::SparseRows::coalesce(rows, values, vocab).values.data());

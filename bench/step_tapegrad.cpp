@@ -87,10 +87,9 @@ int run(const bench::Args& a) {
     tg::data::CsrBatch rows = batch_rows(corpus, b, a.batch);
     tg::Tensor hidden;
     if (embedding) {
-      // Every entry counts 1 (multi-hot): plain bags, no per-sample weights.
-      const tg::nn::CsrInput input{std::move(rows.indptr), std::move(rows.indices), {}};
+      // Every entry counts 1 (multi-hot): plain bags, no per-sample weights (values empty).
       clock.lap(ph.batch);
-      hidden = bag->forward(input);
+      hidden = bag->forward(rows);
     } else {
       rows.values.assign(rows.indices.size(), 1.0f);
       const tg::Tensor dense(tg::data::to_dense(rows));  // [B, V]

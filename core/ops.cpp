@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -273,6 +274,141 @@ Tensor relu(const Tensor& a) {
                 });
 }
 
+Tensor abs(const Tensor& a) {
+  return record("abs", xt::abs(a.value()), {a}, Reads::inputs({0}),
+                [](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  in[0].accumulate_grad(Array(g * xt::sign(in[0].value())));  // sign(0) = 0
+                });
+}
+
+Tensor sqrt(const Tensor& a) {
+  return record("sqrt", xt::sqrt(a.value()), {a}, Reads::output(),
+                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
+                  in[0].accumulate_grad(Array(g / (2.0f * y)));
+                });
+}
+
+Tensor clamp(const Tensor& a, std::optional<float> min, std::optional<float> max) {
+  if (!min && !max) throw std::invalid_argument("clamp: give at least one of min and max");
+  const float lo = min.value_or(-std::numeric_limits<float>::infinity());
+  const float hi = max.value_or(std::numeric_limits<float>::infinity());
+  Array out = a.value();
+  for (float& v : out)  // NaN fails both tests and stays NaN
+    if (v < lo) v = lo;
+  for (float& v : out)
+    if (v > hi) v = hi;  // after lo: with lo > hi everything becomes hi, as PyTorch
+  return record("clamp", std::move(out), {a}, Reads::inputs({0}),
+                [lo, hi](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  const Array& x = in[0].value();
+                  in[0].accumulate_grad(Array(xt::where(x >= lo && x <= hi, g, 0.0f)));
+                });
+}
+
+// maximum and minimum. wins(x, y) is x > y (maximum) or x < y (minimum). Where
+// a == b both inputs get half of g; a NaN on either side passes the whole of g to
+// both (PyTorch's rule).
+template <class Wins>
+static Tensor pick_elementwise(const char* op, const Tensor& a, const Tensor& b, Wins wins) {
+  broadcast_shapes(op, a.shape(), b.shape());
+  const Array &x = a.value(), &y = b.value();
+  Array out = xt::where(xt::isnan(x) || wins(x, y), x, y);
+  return record(op, std::move(out), {a, b}, Reads::inputs({0, 1}),
+                [wins](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  const Array &x = in[0].value(), &y = in[1].value();
+                  const Array half = g * 0.5f;
+                  if (in[0].requires_grad()) {  // a loses where b wins
+                    Array ga = xt::where(xt::equal(x, y), half, xt::where(wins(y, x), 0.0f, g));
+                    in[0].accumulate_grad(sum_to_shape(ga, in[0].shape()));
+                  }
+                  if (in[1].requires_grad()) {
+                    Array gb = xt::where(xt::equal(x, y), half, xt::where(wins(x, y), 0.0f, g));
+                    in[1].accumulate_grad(sum_to_shape(gb, in[1].shape()));
+                  }
+                });
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return pick_elementwise("maximum", a, b, [](const Array& x, const Array& y) { return x > y; });
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return pick_elementwise("minimum", a, b, [](const Array& x, const Array& y) { return x < y; });
+}
+
+// ------------------------------------------------------ masks and selection
+
+template <class Cmp>
+static Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
+  broadcast_shapes(op, a.shape(), b.shape());
+  return Tensor(Array(xt::cast<float>(cmp(a.value(), b.value()))));  // not recorded: a mask has no gradient
+}
+
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare("gt", a, b, [](const Array& x, const Array& y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare("ge", a, b, [](const Array& x, const Array& y) { return x >= y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare("lt", a, b, [](const Array& x, const Array& y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare("le", a, b, [](const Array& x, const Array& y) { return x <= y; });
+}
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare("eq", a, b, [](const Array& x, const Array& y) { return xt::equal(x, y); });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare("ne", a, b, [](const Array& x, const Array& y) { return xt::not_equal(x, y); });
+}
+Tensor gt(const Tensor& a, float b) {
+  return gt(a, Tensor(Array(b)));
+}
+Tensor ge(const Tensor& a, float b) {
+  return ge(a, Tensor(Array(b)));
+}
+Tensor lt(const Tensor& a, float b) {
+  return lt(a, Tensor(Array(b)));
+}
+Tensor le(const Tensor& a, float b) {
+  return le(a, Tensor(Array(b)));
+}
+Tensor eq(const Tensor& a, float b) {
+  return eq(a, Tensor(Array(b)));
+}
+Tensor ne(const Tensor& a, float b) {
+  return ne(a, Tensor(Array(b)));
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  broadcast_shapes("where", broadcast_shapes("where", condition.shape(), a.shape()), b.shape());
+  Array out = xt::where(xt::not_equal(condition.value(), 0.0f), a.value(), b.value());
+  return record("where", std::move(out), {condition, a, b}, Reads::inputs({0}),
+                [](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  const auto holds = xt::not_equal(in[0].value(), 0.0f);
+                  if (in[1].requires_grad())
+                    in[1].accumulate_grad(sum_to_shape(Array(xt::where(holds, g, 0.0f)), in[1].shape()));
+                  if (in[2].requires_grad())
+                    in[2].accumulate_grad(sum_to_shape(Array(xt::where(holds, 0.0f, g)), in[2].shape()));
+                });
+}
+
+Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
+  if (!(p >= 0.0f && p <= 1.0f))
+    throw std::invalid_argument("dropout: probability has to be between 0 and 1, but got " + std::to_string(p));
+  if (!train || p == 0.0f) return a;
+  // Each element is kept with probability 1 - p and then scaled by 1 / (1 - p).
+  // A draw is the top 24 bits of one 32-bit number, so the same generator state
+  // gives the same mask on every platform.
+  const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  Array mask = xt::empty<float>(a.shape());
+  for (float& m : mask) m = static_cast<float>(gen() >> 8) * 0x1p-24f >= p ? scale : 0.0f;
+  Array out = a.value() * mask;
+  return record("dropout", std::move(out), {a}, Reads::nothing(),
+                [mask = std::move(mask)](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  in[0].accumulate_grad(Array(g * mask));
+                });
+}
+
 // ------------------------------------------------------------------- matmul
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -394,37 +530,85 @@ Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
   return mul(sum(a, dim, keepdim), 1.0f / static_cast<float>(a.shape()[ax]));
 }
 
-Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
-  const std::size_t ax = normalize_dim("max", dim, a.dim());
-  const Shape in_shape = a.shape();
-  const AxisSplit s = split_at(in_shape, ax);
+// Where the largest value of each [outer, n, inner] column sits: the first one
+// on a tie (strict >), the first NaN if there is one (NaN wins, as PyTorch).
+static std::vector<std::size_t> argmax_along(const char* op, const Array& x, std::size_t ax, int64_t dim) {
+  const Shape shape(x.shape().begin(), x.shape().end());
+  const AxisSplit s = split_at(shape, ax);
   if (s.n == 0)
-    throw std::invalid_argument("max: dim " + std::to_string(dim) + " of shape " + shape_str(in_shape) +
-                                " is empty");
-  Array out = xt::empty<float>(reduced_shape(in_shape, ax, keepdim));
-  std::vector<std::size_t> arg(s.outer * s.inner);  // where each max came from
-  const float* x = a.value().data();
+    throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) + " of shape " +
+                                shape_str(shape) + " is empty");
+  std::vector<std::size_t> arg(s.outer * s.inner);
   for (std::size_t o = 0; o < s.outer; ++o)
     for (std::size_t i = 0; i < s.inner; ++i) {
-      const float* col = x + o * s.n * s.inner + i;
+      const float* col = x.data() + o * s.n * s.inner + i;
       std::size_t best = 0;
-      for (std::size_t j = 1; j < s.n; ++j)  // strict >: the first maximum wins; NaN propagates
-        if (col[j * s.inner] > col[best * s.inner] || std::isnan(col[j * s.inner])) {
-          best = j;
-          if (std::isnan(col[j * s.inner])) break;
-        }
+      for (std::size_t j = 1; j < s.n && !std::isnan(col[best * s.inner]); ++j)
+        if (col[j * s.inner] > col[best * s.inner] || std::isnan(col[j * s.inner])) best = j;
       arg[o * s.inner + i] = best;
-      out.data()[o * s.inner + i] = col[best * s.inner];
     }
-  return record("max", std::move(out), {a}, Reads::nothing(),
-                [s, arg = std::move(arg)](const Array& g, const Array&, std::vector<Tensor>& in) {
+  return arg;
+}
+
+MaxResult max(const Tensor& a, int64_t dim, bool keepdim) {
+  const std::size_t ax = normalize_dim("max", dim, a.dim());
+  const std::vector<std::size_t> arg = argmax_along("max", a.value(), ax, dim);
+  const Shape out_shape = reduced_shape(a.shape(), ax, keepdim);
+  const AxisSplit s = split_at(a.shape(), ax);
+  Array values = xt::empty<float>(out_shape);
+  Indices indices = xt::empty<int64_t>(out_shape);
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t i = 0; i < s.inner; ++i) {
+      const std::size_t k = o * s.inner + i;
+      values.data()[k] = a.value().data()[o * s.n * s.inner + arg[k] * s.inner + i];
+      indices.data()[k] = static_cast<int64_t>(arg[k]);
+    }
+  Tensor out = record("max", std::move(values), {a}, Reads::nothing(),
+                      [s, arg](const Array& g, const Array&, std::vector<Tensor>& in) {
+                        Array gi = xt::zeros<float>(in[0].shape());  // only the arg-max gets g
+                        for (std::size_t o = 0; o < s.outer; ++o)
+                          for (std::size_t i = 0; i < s.inner; ++i)
+                            gi.data()[o * s.n * s.inner + arg[o * s.inner + i] * s.inner + i] +=
+                                g.data()[o * s.inner + i];
+                        in[0].accumulate_grad(std::move(gi));
+                      });
+  return {out, indices};
+}
+
+Tensor max(const Tensor& a) {
+  if (a.numel() == 0) throw std::invalid_argument("max: tensor of shape " + shape_str(a.shape()) + " is empty");
+  const float* x = a.value().data();
+  float m = x[0];
+  for (std::size_t i = 1; i < a.numel() && !std::isnan(m); ++i)
+    if (x[i] > m || std::isnan(x[i])) m = x[i];
+  return record("max", Array(m), {a}, Reads{{0}, true},
+                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
+                  // Every element equal to the max (every NaN, when it is NaN) gets an equal share.
+                  const Array& x = in[0].value();
+                  auto is_max = [m = y()](float v) { return std::isnan(m) ? std::isnan(v) : v == m; };
+                  std::size_t count = 0;
+                  for (float v : x) count += is_max(v);
                   Array gi = xt::zeros<float>(in[0].shape());
-                  for (std::size_t o = 0; o < s.outer; ++o)
-                    for (std::size_t i = 0; i < s.inner; ++i)
-                      gi.data()[o * s.n * s.inner + arg[o * s.inner + i] * s.inner + i] +=
-                          g.data()[o * s.inner + i];
+                  for (std::size_t i = 0; i < x.size(); ++i)
+                    if (is_max(x.data()[i])) gi.data()[i] = g() / static_cast<float>(count);
                   in[0].accumulate_grad(std::move(gi));
                 });
+}
+
+Indices argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  const std::size_t ax = normalize_dim("argmax", dim, a.dim());
+  const std::vector<std::size_t> arg = argmax_along("argmax", a.value(), ax, dim);
+  Indices out = xt::empty<int64_t>(reduced_shape(a.shape(), ax, keepdim));
+  std::copy(arg.begin(), arg.end(), out.begin());
+  return out;
+}
+
+Indices argmax(const Tensor& a) {
+  if (a.numel() == 0)
+    throw std::invalid_argument("argmax: tensor of shape " + shape_str(a.shape()) + " is empty");
+  Array flat = a.value();
+  flat.reshape({a.numel()});
+  return Indices(static_cast<int64_t>(argmax_along("argmax", flat, 0, 0)[0]));
 }
 
 // ----------------------------------------------------------- softmax family
@@ -507,6 +691,126 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
                 });
 }
 
+Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
+  if (a.dim() == 0) return reshape(a, {1});
+  const std::size_t first = normalize_dim("flatten", start_dim, a.dim());
+  const std::size_t last = normalize_dim("flatten", end_dim, a.dim());
+  if (first > last)
+    throw std::invalid_argument("flatten: start_dim " + std::to_string(start_dim) + " comes after end_dim " +
+                                std::to_string(end_dim) + " for shape " + shape_str(a.shape()));
+  std::vector<int64_t> shape;
+  int64_t merged = 1;
+  for (std::size_t d = 0; d < a.dim(); ++d) {
+    const auto n = static_cast<int64_t>(a.shape()[d]);
+    if (d < first || d > last) {
+      shape.push_back(n);
+    } else {
+      merged *= n;
+      if (d == last) shape.push_back(merged);
+    }
+  }
+  return reshape(a, shape);
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) throw std::invalid_argument("cat: expected a non-empty list of tensors");
+  const Shape first = tensors[0].shape();
+  const std::size_t ax = normalize_dim("cat", dim, first.size());
+  Shape out_shape = first;
+  out_shape[ax] = 0;
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    Shape s = tensors[t].shape();
+    bool fits = s.size() == first.size();
+    for (std::size_t d = 0; fits && d < s.size(); ++d) fits = d == ax || s[d] == first[d];
+    if (!fits)
+      throw std::invalid_argument("cat: tensor " + std::to_string(t) + " has shape " + shape_str(s) +
+                                  ", tensor 0 has " + shape_str(first) + "; they must match except in dim " +
+                                  std::to_string(ax));
+    out_shape[ax] += s[ax];
+  }
+  // Each tensor is [outer, n_t, inner] around the axis; the output interleaves
+  // their [n_t * inner] blocks for every outer index.
+  const AxisSplit out_split = split_at(out_shape, ax);
+  std::vector<std::size_t> block(tensors.size());  // n_t * inner
+  for (std::size_t t = 0; t < tensors.size(); ++t) block[t] = tensors[t].shape()[ax] * out_split.inner;
+  const std::size_t row = out_split.n * out_split.inner;
+  Array out = xt::empty<float>(out_shape);
+  float* dst = out.data();
+  for (std::size_t o = 0; o < out_split.outer; ++o)
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      std::copy_n(tensors[t].value().data() + o * block[t], block[t], dst);
+      dst += block[t];
+    }
+  return record("cat", std::move(out), tensors, Reads::nothing(),
+                [block, row, outer = out_split.outer](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  std::size_t start = 0;  // where tensor t's block begins within an output row
+                  for (std::size_t t = 0; t < in.size(); ++t) {
+                    if (in[t].requires_grad()) {
+                      Array gi = xt::empty<float>(in[t].shape());
+                      for (std::size_t o = 0; o < outer; ++o)
+                        std::copy_n(g.data() + o * row + start, block[t], gi.data() + o * block[t]);
+                      in[t].accumulate_grad(std::move(gi));
+                    }
+                    start += block[t];
+                  }
+                });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) throw std::invalid_argument("stack: expected a non-empty list of tensors");
+  const Shape first = tensors[0].shape();
+  const std::size_t ax = normalize_dim("stack", dim, first.size() + 1);
+  std::vector<Tensor> parts;
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].shape() != first)
+      throw std::invalid_argument("stack: tensor " + std::to_string(t) + " has shape " +
+                                  shape_str(tensors[t].shape()) + ", tensor 0 has " + shape_str(first) +
+                                  "; all must be equal");
+    std::vector<int64_t> with_one(first.begin(), first.end());
+    with_one.insert(with_one.begin() + static_cast<std::ptrdiff_t>(ax), 1);
+    parts.push_back(reshape(tensors[t], with_one));  // [.., 1, ..]: a new dim of size 1
+  }
+  return cat(parts, static_cast<int64_t>(ax));
+}
+
+// Checks narrow's range and returns where it starts (a negative start counts
+// from the end, as in PyTorch).
+static std::size_t narrow_start(const char* op, const Shape& shape, std::size_t ax, int64_t start,
+                                int64_t length) {
+  const auto n = static_cast<int64_t>(shape[ax]);
+  const int64_t begin = start < 0 ? start + n : start;
+  if (begin < 0 || begin > n || length < 0 || begin + length > n)
+    throw std::out_of_range(std::string(op) + ": start " + std::to_string(start) + " and length " +
+                            std::to_string(length) + " do not fit dim " + std::to_string(ax) + " of shape " +
+                            shape_str(shape));
+  return static_cast<std::size_t>(begin);
+}
+
+// Copies positions [begin, begin + length) along the axis of an [outer, n, inner] view.
+template <class T>
+static void copy_narrow(const T* src, T* dst, const AxisSplit& s, std::size_t begin, std::size_t length) {
+  for (std::size_t o = 0; o < s.outer; ++o)
+    std::copy_n(src + (o * s.n + begin) * s.inner, length * s.inner, dst + o * length * s.inner);
+}
+
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
+  const std::size_t ax = normalize_dim("narrow", dim, a.dim());
+  const std::size_t begin = narrow_start("narrow", a.shape(), ax, start, length);
+  const AxisSplit s = split_at(a.shape(), ax);
+  Shape out_shape = a.shape();
+  out_shape[ax] = static_cast<std::size_t>(length);
+  Array out = xt::empty<float>(out_shape);
+  copy_narrow(a.value().data(), out.data(), s, begin, out_shape[ax]);
+  return record("narrow", std::move(out), {a}, Reads::nothing(),
+                [s, begin, len = out_shape[ax]](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  Array gi = xt::zeros<float>(in[0].shape());  // zero outside the slice
+                  for (std::size_t o = 0; o < s.outer; ++o)
+                    std::copy_n(g.data() + o * len * s.inner, len * s.inner,
+                                gi.data() + (o * s.n + begin) * s.inner);
+                  in[0].accumulate_grad(std::move(gi));
+                });
+}
+
 // ----------------------------------------------------------------- indexing
 
 Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
@@ -536,6 +840,72 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
                 });
 }
 
+Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
+  const Shape in_shape = a.shape();
+  const Shape index_shape(index.shape().begin(), index.shape().end());
+  const std::size_t ax = normalize_dim("gather", dim, in_shape.size());
+  bool fits = index_shape.size() == in_shape.size();
+  for (std::size_t d = 0; fits && d < in_shape.size(); ++d) fits = d == ax || index_shape[d] <= in_shape[d];
+  if (!fits)
+    throw std::invalid_argument("gather: index of shape " + shape_str(index_shape) + " does not fit input " +
+                                shape_str(in_shape) + " (same number of dims, none larger except dim " +
+                                std::to_string(ax) + ")");
+  check_indices("gather", index, in_shape[ax]);
+  // source[k]: the element of `a` that output element k reads. It is k's own
+  // position (counted in index's shape) with the coordinate along ax replaced
+  // by the index value.
+  std::vector<std::size_t> stride(in_shape.size(), 1);
+  for (std::size_t d = in_shape.size(); d-- > 1;) stride[d - 1] = stride[d] * in_shape[d];
+  std::vector<std::size_t> source(index.size()), coord(in_shape.size(), 0);
+  for (std::size_t k = 0; k < index.size(); ++k) {
+    std::size_t offset = 0;
+    for (std::size_t d = 0; d < coord.size(); ++d)
+      offset += (d == ax ? static_cast<std::size_t>(index.data()[k]) : coord[d]) * stride[d];
+    source[k] = offset;
+    for (std::size_t d = coord.size(); d-- > 0;) {  // next position, row-major
+      if (++coord[d] < index_shape[d]) break;
+      coord[d] = 0;
+    }
+  }
+  Array out = xt::empty<float>(index_shape);
+  for (std::size_t k = 0; k < source.size(); ++k) out.data()[k] = a.value().data()[source[k]];
+  return record("gather", std::move(out), {a}, Reads::nothing(),
+                [source = std::move(source)](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  Array gi = xt::zeros<float>(in[0].shape());
+                  for (std::size_t k = 0; k < source.size(); ++k) gi.data()[source[k]] += g.data()[k];
+                  in[0].accumulate_grad(std::move(gi));
+                });
+}
+
+Indices index_select(const Indices& a, int64_t dim, const Indices& index) {
+  const Shape in_shape(a.shape().begin(), a.shape().end());
+  if (a.dimension() == 0 || normalize_dim("index_select", dim, a.dimension()) != 0)
+    throw std::invalid_argument("index_select: only dim 0 of indices with at least one dim is supported; got dim " +
+                                std::to_string(dim) + " of " + shape_str(in_shape));
+  if (index.dimension() != 1)
+    throw std::invalid_argument("index_select: index must be 1-d; got shape " +
+                                shape_str(Shape(index.shape().begin(), index.shape().end())));
+  check_indices("index_select", index, in_shape[0]);
+  const std::size_t row = a.size() / std::max<std::size_t>(in_shape[0], 1);
+  Shape out_shape = in_shape;
+  out_shape[0] = index.size();
+  Indices out = xt::empty<int64_t>(out_shape);
+  for (std::size_t i = 0; i < index.size(); ++i)
+    std::copy_n(a.data() + index(i) * row, row, out.data() + i * row);
+  return out;
+}
+
+Indices narrow(const Indices& a, int64_t dim, int64_t start, int64_t length) {
+  const Shape in_shape(a.shape().begin(), a.shape().end());
+  const std::size_t ax = normalize_dim("narrow", dim, in_shape.size());
+  const std::size_t begin = narrow_start("narrow", in_shape, ax, start, length);
+  Shape out_shape = in_shape;
+  out_shape[ax] = static_cast<std::size_t>(length);
+  Indices out = xt::empty<int64_t>(out_shape);
+  copy_narrow(a.data(), out.data(), split_at(in_shape, ax), begin, out_shape[ax]);
+  return out;
+}
+
 Tensor one_hot(const Indices& index, int64_t num_classes) {
   if (num_classes < 0) {
     if (num_classes != -1 || index.size() == 0)
@@ -550,6 +920,160 @@ Tensor one_hot(const Indices& index, int64_t num_classes) {
   std::size_t i = 0;
   for (int64_t c : index) out.data()[i++ * num_classes + c] = 1.0f;
   return Tensor(std::move(out));
+}
+
+// ------------------------------------------------------------ normalization
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, float eps) {
+  const Shape xs = x.shape();
+  const std::size_t k = normalized_shape.size();
+  if (k == 0 || k > xs.size() || !std::equal(normalized_shape.begin(), normalized_shape.end(), xs.end() - k))
+    throw std::invalid_argument("layer_norm: input " + shape_str(xs) + " does not end with normalized_shape " +
+                                shape_str(normalized_shape));
+  for (const auto& [what, t] : {std::pair{"weight", weight}, std::pair{"bias", bias}})
+    if (t && t->shape() != normalized_shape)
+      throw std::invalid_argument(std::string("layer_norm: ") + what + " " + shape_str(t->shape()) +
+                                  " for normalized_shape " + shape_str(normalized_shape));
+  std::size_t n = 1;
+  for (std::size_t d : normalized_shape) n *= d;
+  if (n == 0) throw std::invalid_argument("layer_norm: normalized_shape " + shape_str(normalized_shape) + " is empty");
+  if (!(eps >= 0.0f)) throw std::invalid_argument("layer_norm: eps must be >= 0; got " + std::to_string(eps));
+
+  // Each row of n values gets its own mean and 1/std; backward needs both again.
+  const std::size_t rows = x.numel() / n;
+  std::vector<float> mean(rows), rstd(rows);
+  Array y = xt::empty<float>(xs);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* xr = x.value().data() + r * n;
+    double sum = 0, sq = 0;
+    for (std::size_t i = 0; i < n; ++i) sum += xr[i];
+    const double mu = sum / static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) sq += (xr[i] - mu) * (xr[i] - mu);
+    mean[r] = static_cast<float>(mu);
+    rstd[r] = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + eps));  // biased variance
+    for (std::size_t i = 0; i < n; ++i) {
+      float v = (xr[i] - mean[r]) * rstd[r];
+      if (weight) v *= weight->value().data()[i];
+      if (bias) v += bias->value().data()[i];
+      y.data()[r * n + i] = v;
+    }
+  }
+  std::vector<Tensor> inputs{x};
+  if (weight) inputs.push_back(*weight);
+  if (bias) inputs.push_back(*bias);
+  const bool has_w = weight.has_value(), has_b = bias.has_value();
+  return record(
+      "layer_norm", std::move(y), std::move(inputs), has_w ? Reads::inputs({0, 1}) : Reads::inputs({0}),
+      [n, rows, has_w, has_b, mean = std::move(mean), rstd = std::move(rstd)](
+          const Array& g, const Array&, std::vector<Tensor>& in) {
+        // With xhat = (x - mean) * rstd and dxhat = g * weight:
+        //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+        //   dweight = sum over rows of g * xhat,  dbias = sum over rows of g
+        const float* w = has_w ? in[1].value().data() : nullptr;
+        Array gx = xt::empty<float>(in[0].shape());
+        Array gw = xt::zeros<float>(Shape{n}), gb = xt::zeros<float>(Shape{n});
+        std::vector<float> xhat(n), dxhat(n);
+        for (std::size_t r = 0; r < rows; ++r) {
+          const float* xr = in[0].value().data() + r * n;
+          const float* gr = g.data() + r * n;
+          double mean_d = 0, mean_dx = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            xhat[i] = (xr[i] - mean[r]) * rstd[r];
+            dxhat[i] = w ? gr[i] * w[i] : gr[i];
+            mean_d += dxhat[i];
+            mean_dx += dxhat[i] * xhat[i];
+            gw.data()[i] += gr[i] * xhat[i];
+            gb.data()[i] += gr[i];
+          }
+          mean_d /= static_cast<double>(n);
+          mean_dx /= static_cast<double>(n);
+          for (std::size_t i = 0; i < n; ++i)
+            gx.data()[r * n + i] =
+                rstd[r] * static_cast<float>(dxhat[i] - mean_d - xhat[i] * mean_dx);
+        }
+        in[0].accumulate_grad(std::move(gx));
+        if (has_w) {
+          gw.reshape(in[1].shape());
+          in[1].accumulate_grad(std::move(gw));
+        }
+        if (has_b) {
+          Tensor& b = in[has_w ? 2 : 1];
+          gb.reshape(b.shape());
+          b.accumulate_grad(std::move(gb));
+        }
+      });
+}
+
+// ----------------------------------------------------------------- sampling
+
+// A uniform double in [0, 1) from two 32-bit draws (53 random bits), the same
+// on every platform (std::uniform_real_distribution's algorithm is not fixed).
+static double uniform_double(Generator& gen) {
+  const double high = static_cast<double>(gen() >> 5);  // 27 bits
+  const double low = static_cast<double>(gen() >> 6);   // 26 bits
+  return (high * 67108864.0 + low) / 9007199254740992.0;
+}
+
+Indices multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& gen) {
+  const Shape ps = probs.shape();
+  if (ps.size() != 1 && ps.size() != 2)
+    throw std::invalid_argument("multinomial: probs must be 1-d or 2-d; got shape " + shape_str(ps));
+  const std::size_t rows = ps.size() == 2 ? ps[0] : 1, c = ps.back();
+  if (num_samples <= 0)
+    throw std::invalid_argument("multinomial: num_samples must be positive; got " + std::to_string(num_samples));
+  if (!replacement && static_cast<std::size_t>(num_samples) > c)
+    throw std::invalid_argument("multinomial: cannot draw " + std::to_string(num_samples) +
+                                " samples without replacement from " + std::to_string(c) + " categories");
+  // Check every row before drawing anything, so a bad row leaves gen untouched.
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* w = probs.value().data() + r * c;
+    double total = 0;
+    std::size_t nonzero = 0;
+    for (std::size_t j = 0; j < c; ++j) {
+      if (!std::isfinite(w[j]) || w[j] < 0)
+        throw std::invalid_argument("multinomial: probs of shape " + shape_str(ps) + " holds " +
+                                    std::to_string(w[j]) + " at row " + std::to_string(r) + ", column " +
+                                    std::to_string(j) + "; weights must be finite and >= 0");
+      total += w[j];
+      nonzero += w[j] > 0;
+    }
+    if (total <= 0)
+      throw std::invalid_argument("multinomial: row " + std::to_string(r) + " of probs " + shape_str(ps) +
+                                  " sums to 0");
+    if (!replacement && nonzero < static_cast<std::size_t>(num_samples))
+      throw std::invalid_argument("multinomial: row " + std::to_string(r) + " has " + std::to_string(nonzero) +
+                                  " non-zero weights, too few for " + std::to_string(num_samples) +
+                                  " samples without replacement");
+  }
+  Shape out_shape = ps;
+  out_shape.back() = static_cast<std::size_t>(num_samples);
+  Indices out = xt::empty<int64_t>(out_shape);
+  std::vector<double> w(c);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::copy_n(probs.value().data() + r * c, c, w.begin());
+    for (int64_t s = 0; s < num_samples; ++s) {
+      // Inverse CDF: the first category whose running total passes u * total.
+      double total = 0;
+      for (double v : w) total += v;
+      const double u = uniform_double(gen) * total;
+      std::size_t pick = c;
+      double running = 0;
+      for (std::size_t j = 0; j < c; ++j) {
+        if (w[j] <= 0) continue;  // a zero weight is never drawn
+        pick = j;                 // the last non-zero one, should rounding leave u past the end
+        running += w[j];
+        if (u < running) break;
+      }
+      out.data()[r * num_samples + s] = static_cast<int64_t>(pick);
+      if (!replacement) w[pick] = 0;  // drawn once at most
+    }
+  }
+  return out;
+}
+
+Indices multinomial(const Tensor& probs, int64_t num_samples, Generator& gen) {
+  return multinomial(probs, num_samples, false, gen);
 }
 
 // ------------------------------------------------------------------- losses

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -45,6 +46,41 @@ Tensor log(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
+Tensor abs(const Tensor& a);   // gradient sign(x): 0 at x = 0, as PyTorch
+Tensor sqrt(const Tensor& a);  // gradient 1 / (2 sqrt(x)): inf at x = 0, as PyTorch
+// min(max(x, min), max); at least one bound. The gradient passes where
+// min <= x <= max, bounds included (PyTorch's rule); NaN stays NaN with gradient 0.
+Tensor clamp(const Tensor& a, std::optional<float> min, std::optional<float> max);
+// Elementwise larger/smaller of two tensors, broadcasting; NaN wins. Where a == b
+// each input gets half the gradient (PyTorch's rule).
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+// ---- masks and selection
+// Comparisons give a mask of 0s and 1s (float32; PyTorch gives bool), broadcasting.
+// Not differentiable.
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, float b);
+Tensor ge(const Tensor& a, float b);
+Tensor lt(const Tensor& a, float b);
+Tensor le(const Tensor& a, float b);
+Tensor eq(const Tensor& a, float b);
+Tensor ne(const Tensor& a, float b);
+// a where condition is non-zero, else b; all three broadcast together. The
+// gradient goes to a where the condition holds and to b elsewhere; the
+// condition gets none. (PyTorch's condition is a bool tensor; here any mask.)
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+
+// ---- dropout: PyTorch's F.dropout(a, p, training). When training, each element
+// is zeroed with probability p, drawn from gen, and the rest are scaled by
+// 1 / (1 - p) ("inverted" dropout, so evaluation needs no rescaling). Not
+// training, or p = 0, returns `a` itself. The gradient uses the same mask.
+Tensor dropout(const Tensor& a, float p, bool train, Generator& gen);
 
 // ---- matrix product through BLAS: [n, k] x [k, m] -> [n, m] and [B, n, k] x [k, m] -> [B, n, m]
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -59,8 +95,21 @@ Tensor sum(const Tensor& a);  // all elements -> 0-d
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim = false);
-// Largest value along dim; the gradient goes to the first position holding it.
-Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
+// Largest element -> 0-d. Ties share the gradient evenly (PyTorch's rule); a NaN
+// is the largest.
+Tensor max(const Tensor& a);
+// Largest value along dim and where it is, as torch.max(a, dim):
+//   auto [values, indices] = tg::max(logits, 1);
+// The first position wins a tie, and it alone gets the gradient. NaN wins.
+struct MaxResult {
+  Tensor values;
+  Indices indices;
+};
+MaxResult max(const Tensor& a, int64_t dim, bool keepdim = false);
+// Position of the largest element: in the flattened tensor (a 0-d Indices), or
+// along dim. The first one wins a tie; NaN wins. Not differentiable.
+Indices argmax(const Tensor& a);
+Indices argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 
 // ---- softmax family, numerically stable (the max is subtracted first)
 Tensor softmax(const Tensor& a, int64_t dim = -1);
@@ -69,13 +118,45 @@ Tensor log_softmax(const Tensor& a, int64_t dim = -1);
 // ---- shape
 Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape);  // one entry may be -1
 Tensor transpose(const Tensor& a, int64_t dim0 = 0, int64_t dim1 = 1);
+// Dims start_dim..end_dim merged into one (a reshape). A 0-d tensor becomes [1].
+Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
+// Tensors joined along an existing dim (cat: all shapes equal except that dim)
+// or along a new one (stack: all shapes equal). At least one tensor.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Elements start .. start + length - 1 along dim (Python's a[start:start + length]
+// on that dim); start may be negative (counted from the end). A copy here, a view
+// in PyTorch.
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 
 // ---- indexing
 // Rows of `a` (dim must be 0) picked by a 1-D index; the gradient is scattered back.
 Tensor index_select(const Tensor& a, int64_t dim, const Indices& index);
+// out[i][j] = a[index[i][j]][j] for dim 0, a[i][index[i][j]] for dim 1, and so on:
+// index has a's rank and no dim larger than a's except along `dim`; the output
+// has index's shape. The gradient is scattered back (repeats add up).
+Tensor gather(const Tensor& a, int64_t dim, const Indices& index);
+// The same picking and slicing for labels and ids (Indices), not recorded:
+// a batch's labels are index_select(labels, 0, batch) or narrow(labels, 0, start, n).
+Indices index_select(const Indices& a, int64_t dim, const Indices& index);
+Indices narrow(const Indices& a, int64_t dim, int64_t start, int64_t length);
 // [..] class ids -> [.., num_classes] of 0/1 (float32 here; PyTorch returns int64).
 // num_classes = -1 takes max(index) + 1. Not differentiable.
 Tensor one_hot(const Indices& index, int64_t num_classes = -1);
+
+// ---- normalization: PyTorch's F.layer_norm. Over the last dims of x, which must
+// equal normalized_shape: y = (x - mean) / sqrt(var + eps) * weight + bias, var
+// biased (divided by n). weight and bias have normalized_shape, or are absent.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, float eps = 1e-5f);
+
+// ---- sampling, as torch.multinomial: num_samples category ids per row of
+// probs ([C] -> [num_samples], [R, C] -> [R, num_samples]). Rows are weights
+// (>= 0, finite, not all 0), not necessarily summing to 1. Without replacement a
+// category is drawn at most once per row. Not differentiable. The draws come
+// from gen; they are not the numbers PyTorch would draw.
+Indices multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& gen);
+Indices multinomial(const Tensor& probs, int64_t num_samples, Generator& gen);  // without replacement
 
 // ---- losses
 enum class Reduction { none, mean, sum };

@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -129,6 +131,46 @@ Tensor full(const Shape& shape, float value, bool requires_grad = false);
 Tensor randn(const Shape& shape, Generator& gen, bool requires_grad = false);  // N(0, 1)
 Tensor rand(const Shape& shape, Generator& gen, bool requires_grad = false);   // U[0, 1)
 
+// Tensors and Indices from plain C++ data, as torch.tensor: the values are copied
+// (row-major), and their count must fit the shape.
+//   tg::Tensor x = tg::tensor(pixels, {n, 64});   // a std::vector<float>
+//   tg::Indices y = tg::indices(labels);          // a std::vector<int64_t> -> [n]
+Tensor tensor(const std::vector<float>& values, const Shape& shape, bool requires_grad = false);
+Tensor tensor(const std::vector<float>& values);  // 1-d
+Tensor tensor(const float* data, const Shape& shape, bool requires_grad = false);
+Indices indices(const std::vector<int64_t>& values, const Shape& shape);
+Indices indices(const std::vector<int64_t>& values);  // 1-d
+Indices indices(const int64_t* data, const Shape& shape);
+
+// torch.arange: start, start + step, ... up to but not including end. As in
+// PyTorch, integer arguments give integers (Indices) and floating-point ones a
+// float32 Tensor: arange(4) is Indices {0, 1, 2, 3}; arange(0.0, 1.0, 0.25) is
+// Tensor {0, 0.25, 0.5, 0.75}.
+namespace detail {
+Indices arange_int(int64_t start, int64_t end, int64_t step);
+Tensor arange_float(double start, double end, double step);
+}  // namespace detail
+template <class A, class B, class C = int>
+  requires(std::is_arithmetic_v<A> && std::is_arithmetic_v<B> && std::is_arithmetic_v<C>)
+auto arange(A start, B end, C step = 1) {
+  if constexpr (std::is_integral_v<A> && std::is_integral_v<B> && std::is_integral_v<C>)
+    return detail::arange_int(start, end, step);
+  else
+    return detail::arange_float(start, end, step);
+}
+template <class T>
+  requires std::is_arithmetic_v<T>
+auto arange(T end) {
+  return arange(T(0), end);
+}
+
+// Prints like PyTorch's repr, with the shape added:
+//   tensor([[1.5000, 2.0000],
+//           [3.0000, 4.0000]], shape=[2, 2], requires_grad=True)
+// An op's output shows the op instead: grad_fn=<mul> (PyTorch: <MulBackward0>).
+// More than 1000 elements are summarised with "...", as PyTorch does.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
 // Tables read and written at scattered rows (embedding weights, their optimizer
 // state) cost a TLB miss per row with 4 KB pages once they pass a few MB. On
 // Linux this asks for 2 MB pages (transparent huge pages, "madvise" mode) for
@@ -163,3 +205,10 @@ class NoGradGuard {
 };
 
 }  // namespace tg
+
+// Indices print the same way: tensor([3, 0, 1], shape=[3]). Indices is an
+// xtensor type, so this lives in xtensor's namespace, where `std::cout << ids`
+// finds it from any namespace.
+namespace xt {
+std::ostream& operator<<(std::ostream& os, const tg::Indices& a);
+}  // namespace xt

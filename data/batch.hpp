@@ -20,6 +20,12 @@ namespace tg::data {
 // Row r holds the columns indices[indptr[r] .. indptr[r+1]) with the matching
 // values. Within a row the columns are sorted and unique (scipy's "canonical
 // format"). An empty document is a row with no entries.
+//
+// The one CSR type: the functions here make it, and nn::EmbeddingBag takes it
+// as input (one bag per row, values as per-sample weights), so a batch goes
+// from to_csr() or Tfidf::transform() straight into the model. EmbeddingBag is
+// less strict (see nn/embedding.hpp): columns may repeat or come unsorted,
+// values may be empty, and num_cols = 0 skips its check against the table.
 struct CsrBatch {
   std::vector<std::int64_t> indptr{0};  // rows + 1 entries, indptr[0] == 0
   std::vector<std::int64_t> indices;

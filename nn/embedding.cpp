@@ -417,9 +417,13 @@ Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& 
                       per_sample_weights);
 }
 
-Tensor EmbeddingBag::forward(const CsrInput& batch) {
+Tensor EmbeddingBag::forward(const data::CsrBatch& batch) {
   check_weight("EmbeddingBag", weight);
   const std::size_t n = batch.indices.size();
+  if (batch.num_cols != 0 && static_cast<uint64_t>(batch.num_cols) != num_embeddings())
+    throw std::invalid_argument("EmbeddingBag: a CSR batch of " + std::to_string(batch.num_cols) +
+                                " columns for a table of " + std::to_string(num_embeddings()) +
+                                " rows (num_cols must be the number of rows, or 0 to skip this check)");
   if (batch.indptr.empty() || static_cast<uint64_t>(batch.indptr.back()) != n)
     throw std::invalid_argument(
         "EmbeddingBag: CSR indptr must end at the number of indices (" + std::to_string(n) + "); got " +

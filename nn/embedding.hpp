@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "data/batch.hpp"
 #include "nn/module.hpp"
 
 namespace tg::nn {
@@ -83,15 +84,14 @@ struct EmbeddingBagOptions {
   bool sparse = true;
 };
 
-// Rows of a sparse matrix in scipy's CSR layout: row i holds the entries
-// indptr[i] .. indptr[i + 1] of indices (columns = rows of the weight) and
-// values. values act as per-sample weights (counts, tf-idf, ...; sum mode
-// only), or may be empty for plain bags.
-struct CsrInput {
-  std::vector<int64_t> indptr;
-  std::vector<int64_t> indices;
-  std::vector<float> values;
-};
+// The CSR input is data::CsrBatch (data/batch.hpp), what data::to_csr and
+// Tfidf::transform produce: row i holds the entries indptr[i] .. indptr[i + 1]
+// of indices (columns = rows of the weight) and values. values act as
+// per-sample weights (counts, tf-idf, ...; sum mode only), or may be empty for
+// plain bags. Columns within a row may repeat and come in any order here.
+// num_cols, when not 0, must equal num_embeddings (a vocabulary that does not
+// match the table is an error, even when every index happens to fit).
+using CsrInput [[deprecated("use tg::data::CsrBatch, the one CSR type")]] = data::CsrBatch;
 
 class EmbeddingBag : public Module {
  public:
@@ -110,7 +110,7 @@ class EmbeddingBag : public Module {
   // input [B, N]: B bags of N entries each; per_sample_weights [B, N].
   Tensor forward(const Indices& input, const std::optional<Tensor>& per_sample_weights = std::nullopt);
   // One bag per CSR row -> [rows, dim].
-  Tensor forward(const CsrInput& batch);
+  Tensor forward(const data::CsrBatch& batch);
 
   Tensor operator()(const Indices& input, const Indices& offsets,
                     const std::optional<Tensor>& per_sample_weights = std::nullopt) {
@@ -119,7 +119,7 @@ class EmbeddingBag : public Module {
   Tensor operator()(const Indices& input, const std::optional<Tensor>& per_sample_weights = std::nullopt) {
     return forward(input, per_sample_weights);
   }
-  Tensor operator()(const CsrInput& batch) { return forward(batch); }
+  Tensor operator()(const data::CsrBatch& batch) { return forward(batch); }
 
   std::size_t num_embeddings() const { return weight.shape()[0]; }
   std::size_t embedding_dim() const { return weight.shape()[1]; }

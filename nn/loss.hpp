@@ -1,5 +1,8 @@
-// Losses under tg::nn, as in torch.nn.functional and torch.nn. The functions
-// are core's (core/ops.hpp); the structs hold a reduction, like nn.MSELoss().
+// Losses under tg::nn, as in torch.nn.functional: the functions are core's
+// (core/ops.hpp). There are no loss modules (PyTorch's nn.CrossEntropyLoss()
+// and nn.MSELoss()): they would only hold the reduction, which the functions
+// take as an argument, and a loss does not go inside a Sequential.
+//   criterion = nn.CrossEntropyLoss(reduction="sum")   ->   tg::cross_entropy(logits, y, tg::Reduction::sum)
 #pragma once
 
 #include "core/ops.hpp"
@@ -10,19 +13,5 @@ using tg::cross_entropy;  // logits [N, C], class ids [N]
 using tg::mse_loss;       // input and target of the same shape
 using tg::nll_loss;       // log-probabilities [N, C], class ids [N]
 using tg::Reduction;
-
-struct CrossEntropyLoss {
-  Reduction reduction = Reduction::mean;
-  Tensor operator()(const Tensor& logits, const Indices& target) const {
-    return cross_entropy(logits, target, reduction);
-  }
-};
-
-struct MSELoss {
-  Reduction reduction = Reduction::mean;
-  Tensor operator()(const Tensor& input, const Tensor& target) const {
-    return mse_loss(input, target, reduction);
-  }
-};
 
 }  // namespace tg::nn

@@ -64,8 +64,8 @@ static std::string join(const std::vector<std::string>& items) {
   return s;
 }
 
-void Module::load_state_dict(const StateDict& state, bool strict) {
-  auto params = named_parameters();
+void Module::check_state_dict(const StateDict& state, bool strict) const {
+  const auto params = named_parameters();
   std::set<std::string> known;
   std::vector<std::string> missing, unexpected, wrong_shape;
   for (const auto& [name, t] : params) {
@@ -92,7 +92,12 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     if (!wrong_shape.empty()) msg += "; wrong shape: " + join(wrong_shape);
     throw std::invalid_argument(msg);
   }
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  check_state_dict(state, strict);
   // Everything fits: only now touch the parameters.
+  auto params = named_parameters();
   NoGradGuard no_grad;
   for (auto& [name, t] : params)
     if (auto it = state.find(name); it != state.end()) t.copy_(it->second);

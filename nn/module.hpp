@@ -56,8 +56,8 @@ class Module {
 
   void zero_grad();
 
-  // Training mode is a flag for layers that behave differently when training
-  // (none here yet); train() and eval() set it in every submodule too.
+  // Training mode, for layers that behave differently when training (Dropout:
+  // eval() makes it the identity); train() and eval() set it in every submodule too.
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -68,6 +68,8 @@ class Module {
   // listing every such name, and no parameter is changed. With strict = false,
   // missing and unexpected names are ignored (wrong shapes still throw).
   void load_state_dict(const StateDict& state, bool strict = true);
+  // The check load_state_dict makes, alone: throws as it would, changes nothing.
+  void check_state_dict(const StateDict& state, bool strict = true) const;
 
   // state_dict() to / from a safetensors file (see nn/safetensors.hpp).
   void save(const std::string& path) const;

@@ -1,9 +1,13 @@
 #include "optim/adam.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/dispatch.hpp"
 
@@ -61,46 +65,42 @@ TG_ALSO_FOR_AVX2 void adam_row(bool decoupled, bool amsgrad, const RowScalars& k
 
 }  // namespace
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : Optimizer(std::move(params), options.decoupled_weight_decay ? "AdamW" : "Adam"),
-      options_(options),
-      state_(params_.size()) {
-  const AdamOptions& o = options_;
-  if (!(o.lr >= 0)) throw std::invalid_argument(name_ + ": invalid learning rate " + std::to_string(o.lr));
-  if (!(o.eps >= 0)) throw std::invalid_argument(name_ + ": invalid epsilon " + std::to_string(o.eps));
+// Checks the options before anything else is built; throws std::invalid_argument.
+static const AdamOptions& checked(const AdamOptions& o) {
+  const std::string name = o.decoupled_weight_decay ? "AdamW" : "Adam";
+  if (!(o.lr >= 0)) throw std::invalid_argument(name + ": invalid learning rate " + std::to_string(o.lr));
+  if (!(o.eps >= 0)) throw std::invalid_argument(name + ": invalid epsilon " + std::to_string(o.eps));
   if (!(o.betas.first >= 0 && o.betas.first < 1))
-    throw std::invalid_argument(name_ + ": invalid beta parameter at index 0: " +
+    throw std::invalid_argument(name + ": invalid beta parameter at index 0: " +
                                 std::to_string(o.betas.first) + " (must be in [0, 1))");
   if (!(o.betas.second >= 0 && o.betas.second < 1))
-    throw std::invalid_argument(name_ + ": invalid beta parameter at index 1: " +
+    throw std::invalid_argument(name + ": invalid beta parameter at index 1: " +
                                 std::to_string(o.betas.second) + " (must be in [0, 1))");
   if (!(o.weight_decay >= 0))
-    throw std::invalid_argument(name_ + ": invalid weight_decay " + std::to_string(o.weight_decay));
+    throw std::invalid_argument(name + ": invalid weight_decay " + std::to_string(o.weight_decay));
+  return o;
 }
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(one_group(std::move(params)), options) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options)
+    : Optimizer(std::move(groups), options.decoupled_weight_decay ? "AdamW" : "Adam", checked(options).lr,
+                options.weight_decay),
+      options_(options),
+      state_(params_.size()) {}
 
 void Adam::step() {
   check_grads();
   NoGradGuard no_grad;
   const AdamOptions& o = options_;
   const auto [beta1, beta2] = o.betas;
-  // Scalars in float, as PyTorch applies them to float32 tensors.
-  const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
-  const float one_minus_b1 = static_cast<float>(1 - beta1);
-  const float one_minus_b2 = static_cast<float>(1 - beta2);
-  const float eps = static_cast<float>(o.eps);
   const bool decoupled = o.decoupled_weight_decay;
-  const float weight_decay = static_cast<float>(o.weight_decay);
-  const float decay = static_cast<float>(1 - o.lr * o.weight_decay);  // AdamW's factor on p
-
-  // The step sizes (last two) depend on each parameter's step count: set below.
-  RowScalars k{b1, b2, one_minus_b1, one_minus_b2, eps, weight_decay, decay, 0.0f, 0.0f};
-  // Without weight decay the decoupled form is exact (p *= 1) and, as in PyTorch,
-  // adds no weight_decay * p term to the gradient (which would turn an inf p into NaN).
-  const bool decay_p = decoupled || o.weight_decay == 0;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& param = params_[i];
     const Grad& grad = param.grad();
     if (grad.empty() || (grad.is_sparse() && grad.sparse().nnz_rows() == 0)) continue;
+    const ParamGroup& group = groups_[group_of_[i]];
+    const double lr = *group.lr, weight_decay = *group.weight_decay;
     const Shape shape = param.shape();
     const std::size_t rows = num_rows(shape), cols = row_size(shape);
     State& state = state_[i];
@@ -111,8 +111,19 @@ void Adam::step() {
     }
     ++state.step;
     const double t = static_cast<double>(state.step);
-    k.step_size = static_cast<float>(o.lr / (1 - std::pow(beta1, t)));
-    k.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(beta2, t)));
+    // Scalars in float, as PyTorch applies them to float32 tensors.
+    const RowScalars k{static_cast<float>(beta1),
+                       static_cast<float>(beta2),
+                       static_cast<float>(1 - beta1),
+                       static_cast<float>(1 - beta2),
+                       static_cast<float>(o.eps),
+                       static_cast<float>(weight_decay),
+                       static_cast<float>(1 - lr * weight_decay),  // AdamW's factor on p
+                       static_cast<float>(lr / (1 - std::pow(beta1, t))),
+                       static_cast<float>(std::sqrt(1 - std::pow(beta2, t)))};
+    // Without weight decay the decoupled form is exact (p *= 1) and, as in PyTorch,
+    // adds no weight_decay * p term to the gradient (which would turn an inf p into NaN).
+    const bool decay_p = decoupled || weight_decay == 0;
     float* values = param.value_mut().data();
     float* m = state.exp_avg.data();
     float* v = state.exp_avg_sq.data();
@@ -132,8 +143,91 @@ std::size_t Adam::state_bytes() const {
   return n;
 }
 
+// ---------------------------------------------------------------- state
+
+void Adam::save_state(StateDict& out) const {
+  const AdamOptions& o = options_;
+  out.metadata["options"] = nlohmann::json{{"betas", {o.betas.first, o.betas.second}},
+                                           {"eps", o.eps},
+                                           {"amsgrad", o.amsgrad},
+                                           {"decoupled_weight_decay", o.decoupled_weight_decay}}
+                                .dump();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const State& s = state_[i];
+    if (s.step == 0) continue;  // no step taken: nothing to save, as in PyTorch
+    const std::string prefix = "state." + std::to_string(i) + ".";
+    const Shape shape = params_[i].shape();
+    out.metadata[prefix + "step"] = std::to_string(s.step);
+    out.tensors[prefix + "exp_avg"] = to_param_shape(s.exp_avg, shape);
+    out.tensors[prefix + "exp_avg_sq"] = to_param_shape(s.exp_avg_sq, shape);
+    if (o.amsgrad) out.tensors[prefix + "max_exp_avg_sq"] = to_param_shape(s.max_exp_avg_sq, shape);
+  }
+}
+
+std::function<void()> Adam::prepare_load(const StateDict& state) {
+  // The options: the saved betas, eps and amsgrad replace ours, as in PyTorch.
+  const auto text = state.metadata.find("options");
+  if (text == state.metadata.end()) fail_load("no \"options\" entry");
+  const nlohmann::json j = nlohmann::json::parse(text->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("betas") || !j["betas"].is_array() || j["betas"].size() != 2 ||
+      !j["betas"][0].is_number() || !j["betas"][1].is_number() || !j.contains("eps") ||
+      !j["eps"].is_number() || !j.contains("amsgrad") || !j["amsgrad"].is_boolean() ||
+      !j.contains("decoupled_weight_decay") || !j["decoupled_weight_decay"].is_boolean())
+    fail_load(
+        "\"options\" is not {\"betas\": [b1, b2], \"eps\": e, \"amsgrad\": bool, "
+        "\"decoupled_weight_decay\": bool}: " +
+        text->second);
+  AdamOptions o = options_;
+  o.betas = {j["betas"][0].get<double>(), j["betas"][1].get<double>()};
+  o.eps = j["eps"].get<double>();
+  o.amsgrad = j["amsgrad"].get<bool>();
+  if (j["decoupled_weight_decay"].get<bool>() != o.decoupled_weight_decay)
+    fail_load("\"options\" says decoupled_weight_decay = " + j["decoupled_weight_decay"].dump() + " for " +
+              name_);
+  try {
+    checked(o);
+  } catch (const std::invalid_argument& e) {
+    fail_load(std::string("\"options\": ") + e.what());
+  }
+
+  // Each parameter: a step count and its moments, or nothing at all.
+  std::vector<State> states(params_.size());
+  for (const auto& [key, value] : state.metadata) {
+    const auto parsed = state_key(key);
+    if (key.rfind("state.", 0) == 0 && (!parsed || parsed->second != "step"))
+      fail_load("unexpected metadata entry '" + key + "' for " + std::to_string(params_.size()) +
+                " parameters");
+    if (!parsed) continue;
+    int64_t step = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), step);
+    if (ec != std::errc() || end != value.data() + value.size() || step < 1)
+      fail_load("'" + key + "' is \"" + value + "\", not a step count >= 1");
+    states[parsed->first].step = step;
+  }
+  check_known_tensors(state, [&](std::size_t i, const std::string& name) {
+    return states[i].step > 0 &&
+           (name == "exp_avg" || name == "exp_avg_sq" || (o.amsgrad && name == "max_exp_avg_sq"));
+  });
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    State& s = states[i];
+    if (s.step == 0) continue;
+    s.exp_avg = from_state(state, i, "exp_avg");
+    s.exp_avg_sq = from_state(state, i, "exp_avg_sq");
+    if (o.amsgrad) s.max_exp_avg_sq = from_state(state, i, "max_exp_avg_sq");
+  }
+  // The function is copied into std::function, so hold the arrays by shared pointer.
+  auto moved = std::make_shared<std::vector<State>>(std::move(states));
+  return [this, o, moved] {
+    options_ = o;
+    state_ = std::move(*moved);
+  };
+}
+
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
-    : Adam(std::move(params), AdamOptions{.lr = options.lr,
+    : AdamW(one_group(std::move(params)), options) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
+    : Adam(std::move(groups), AdamOptions{.lr = options.lr,
                                           .betas = options.betas,
                                           .eps = options.eps,
                                           .weight_decay = options.weight_decay,

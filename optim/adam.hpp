@@ -47,8 +47,9 @@
 //   - An empty sparse gradient (no rows) is a no-op here and does not count a step.
 //     SparseAdam counts a step for any gradient that is not None (and in 1.13
 //     then fails on an empty one).
-//   - No parameter groups, `maximize`, `foreach`, `capturable`, `differentiable`
-//     or `fused` options.
+//   - Parameter groups set their own lr and weight_decay only; betas, eps,
+//     amsgrad are the optimizer's (PyTorch lets a group set any option).
+//   - No `maximize`, `foreach`, `capturable`, `differentiable` or `fused` options.
 //
 // Memory: m and v (and vmax with amsgrad) are dense arrays as large as the
 // parameter, allocated at its first step, for sparse gradients too (as
@@ -78,12 +79,21 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   // Throws std::invalid_argument for lr < 0, eps < 0, a beta outside [0, 1),
-  // or weight_decay < 0.
+  // or weight_decay < 0 (in the options or a group).
   Adam(std::vector<Tensor> params, AdamOptions options = {});
+  // Groups with their own lr / weight_decay; options.lr and options.weight_decay
+  // are the defaults for groups that leave them unset.
+  Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
 
   void step() override;
   std::size_t state_bytes() const override;
+  // The options given to the constructor; the groups' lr and weight_decay are
+  // in param_groups(). load_state_dict() replaces betas, eps and amsgrad.
   const AdamOptions& options() const { return options_; }
+
+ protected:
+  void save_state(StateDict& out) const override;
+  std::function<void()> prepare_load(const StateDict& state) override;
 
  private:
   // The moments use the parameter's row view [rows, row size] (see optimizer.hpp);
@@ -113,6 +123,7 @@ struct AdamWOptions {
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});
 };
 
 }  // namespace tg::optim

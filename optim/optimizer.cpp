@@ -1,12 +1,37 @@
 #include "optim/optimizer.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 namespace tg::optim {
 
-Optimizer::Optimizer(std::vector<Tensor> params, std::string name)
-    : params_(std::move(params)), name_(std::move(name)) {
+using json = nlohmann::json;
+
+std::vector<ParamGroup> Optimizer::one_group(std::vector<Tensor> params) {
+  return {ParamGroup{std::move(params), std::nullopt, std::nullopt}};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, std::string name, double lr, double weight_decay)
+    : groups_(std::move(groups)), name_(std::move(name)) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    ParamGroup& group = groups_[g];
+    if (!group.lr) group.lr = lr;
+    if (!group.weight_decay) group.weight_decay = weight_decay;
+    const std::string which = name_ + ": param group " + std::to_string(g);
+    if (!(*group.lr >= 0))
+      throw std::invalid_argument(which + ": invalid learning rate " + std::to_string(*group.lr));
+    if (!(*group.weight_decay >= 0))
+      throw std::invalid_argument(which + ": invalid weight_decay " + std::to_string(*group.weight_decay));
+    for (const Tensor& p : group.params) {
+      params_.push_back(p);
+      group_of_.push_back(g);
+    }
+  }
+  initial_lr_.assign(groups_.size(), std::nullopt);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const std::string which =
         name_ + ": parameter " + std::to_string(i) + " (shape " + shape_str(params_[i].shape()) + ")";
@@ -22,6 +47,189 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string name)
 void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.zero_grad();
 }
+
+// ---------------------------------------------------------------- learning rates
+
+static void check_group(const std::string& name, std::size_t group, std::size_t count) {
+  if (group >= count)
+    throw std::invalid_argument(name + ": param group " + std::to_string(group) + " out of range (" +
+                                std::to_string(count) + " groups)");
+}
+
+double Optimizer::lr(std::size_t group) const {
+  check_group(name_ + ".lr", group, groups_.size());
+  return *groups_[group].lr;
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0)) throw std::invalid_argument(name_ + ".set_lr: invalid learning rate " + std::to_string(lr));
+  for (ParamGroup& g : groups_) g.lr = lr;
+}
+
+void Optimizer::set_lr(std::size_t group, double lr) {
+  check_group(name_ + ".set_lr", group, groups_.size());
+  if (!(lr >= 0)) throw std::invalid_argument(name_ + ".set_lr: invalid learning rate " + std::to_string(lr));
+  groups_[group].lr = lr;
+}
+
+std::optional<double> Optimizer::initial_lr(std::size_t group) const {
+  check_group(name_ + ".initial_lr", group, groups_.size());
+  return initial_lr_[group];
+}
+
+void Optimizer::set_initial_lr(std::size_t group, double lr) {
+  check_group(name_ + ".set_initial_lr", group, groups_.size());
+  if (!(lr >= 0))
+    throw std::invalid_argument(name_ + ".set_initial_lr: invalid learning rate " + std::to_string(lr));
+  initial_lr_[group] = lr;
+}
+
+// ---------------------------------------------------------------- state
+
+StateDict Optimizer::state_dict() const {
+  StateDict out;
+  out.metadata["type"] = name_;
+  json groups = json::array();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    json params = json::array();
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (group_of_[i] == g) params.push_back(i);
+    json group = {{"lr", *groups_[g].lr}, {"weight_decay", *groups_[g].weight_decay}, {"params", params}};
+    if (initial_lr_[g]) group["initial_lr"] = *initial_lr_[g];
+    groups.push_back(group);
+  }
+  out.metadata["param_groups"] = groups.dump();
+  save_state(out);
+  return out;
+}
+
+void Optimizer::fail_load(const std::string& reason) const {
+  throw std::invalid_argument(name_ + ".load_state_dict: " + reason);
+}
+
+// A non-negative finite number, for an lr or a weight decay read from JSON.
+static bool is_rate(const json& j) {
+  return j.is_number() && j.get<double>() >= 0 && j.get<double>() < HUGE_VAL;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  prepare_load_state_dict(state)();
+}
+
+std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state) {
+  const nn::Metadata& meta = state.metadata;
+  const auto type = meta.find("type");
+  if (type == meta.end()) fail_load("no \"type\" entry: not an optimizer's state");
+  if (type->second != name_) fail_load("the state is " + type->second + "'s, this optimizer is " + name_);
+  for (const auto& [key, value] : meta)
+    if (key != "type" && key != "options" && key != "param_groups" && key.rfind("state.", 0) != 0)
+      fail_load("unexpected metadata entry '" + key + "'");
+
+  // The groups: the same number, the same parameters in each, valid rates.
+  const auto groups_text = meta.find("param_groups");
+  if (groups_text == meta.end()) fail_load("no \"param_groups\" entry");
+  const json groups = json::parse(groups_text->second, nullptr, /*allow_exceptions=*/false);
+  if (!groups.is_array()) fail_load("\"param_groups\" is not a JSON list");
+  if (groups.size() != groups_.size())
+    fail_load("the state has " + std::to_string(groups.size()) + " param groups, this optimizer has " +
+              std::to_string(groups_.size()));
+  std::vector<double> lrs, decays;
+  std::vector<std::optional<double>> initial;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const json& group = groups[g];
+    const std::string where = "param group " + std::to_string(g);
+    if (!group.is_object() || !group.contains("lr") || !group.contains("weight_decay") ||
+        !group.contains("params"))
+      fail_load(where + " needs \"lr\", \"weight_decay\" and \"params\"");
+    json expected = json::array();
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (group_of_[i] == g) expected.push_back(i);
+    if (group["params"] != expected)
+      fail_load(where + " holds parameters " + group["params"].dump() + " in the state but " +
+                expected.dump() + " here");
+    if (!is_rate(group["lr"])) fail_load(where + ": invalid lr " + group["lr"].dump());
+    if (!is_rate(group["weight_decay"]))
+      fail_load(where + ": invalid weight_decay " + group["weight_decay"].dump());
+    lrs.push_back(group["lr"].get<double>());
+    decays.push_back(group["weight_decay"].get<double>());
+    initial.emplace_back();
+    if (group.contains("initial_lr")) {
+      if (!is_rate(group["initial_lr"]))
+        fail_load(where + ": invalid initial_lr " + group["initial_lr"].dump());
+      initial.back() = group["initial_lr"].get<double>();
+    }
+  }
+  std::function<void()> install = prepare_load(state);
+
+  // Everything was checked: the returned function changes things.
+  return [this, lrs, decays, initial, install] {
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      groups_[g].lr = lrs[g];
+      groups_[g].weight_decay = decays[g];
+    }
+    initial_lr_ = initial;
+    install();
+  };
+}
+
+void Optimizer::save(const std::string& path) const {
+  const StateDict s = state_dict();
+  nn::save_safetensors(path, s.tensors, s.metadata);
+}
+
+void Optimizer::load(const std::string& path) {
+  StateDict s{nn::load_safetensors(path), nn::load_safetensors_metadata(path)};
+  try {
+    load_state_dict(s);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(path + ": " + e.what());
+  }
+}
+
+std::optional<std::pair<std::size_t, std::string>> Optimizer::state_key(const std::string& key) const {
+  const std::size_t num_params = params_.size();
+  if (key.rfind("state.", 0) != 0) return std::nullopt;
+  const char* begin = key.data() + 6;
+  const char* end = key.data() + key.size();
+  std::size_t i = 0;
+  const auto [ptr, ec] = std::from_chars(begin, end, i);
+  if (ec != std::errc() || ptr == begin || ptr == end || *ptr != '.' || i >= num_params ||
+      (*begin == '0' && ptr - begin > 1))
+    return std::nullopt;
+  return std::pair{i, std::string(ptr + 1, end)};
+}
+
+void Optimizer::check_known_tensors(
+    const StateDict& state, const std::function<bool(std::size_t, const std::string&)>& allowed) const {
+  for (const auto& [key, value] : state.tensors) {
+    const auto parsed = state_key(key);
+    if (!parsed || !allowed(parsed->first, parsed->second))
+      fail_load("unexpected tensor '" + key + "' for " + std::to_string(params_.size()) + " parameters");
+  }
+}
+
+Array Optimizer::to_param_shape(const xt::xtensor<float, 2>& rows, const Shape& shape) {
+  Array a = xt::empty<float>(shape);
+  std::copy(rows.begin(), rows.end(), a.begin());
+  return a;
+}
+
+xt::xtensor<float, 2> Optimizer::from_state(const StateDict& state, std::size_t i,
+                                            const std::string& name) const {
+  const std::string key = "state." + std::to_string(i) + "." + name;
+  const auto it = state.tensors.find(key);
+  if (it == state.tensors.end()) fail_load("missing tensor '" + key + "'");
+  const Shape shape = params_[i].shape();
+  const Shape got(it->second.shape().begin(), it->second.shape().end());
+  if (got != shape)
+    fail_load("tensor '" + key + "' has shape " + shape_str(got) + " but parameter " + std::to_string(i) +
+              " has shape " + shape_str(shape));
+  xt::xtensor<float, 2> out = zero_state(num_rows(shape), row_size(shape));
+  std::copy(it->second.begin(), it->second.end(), out.begin());
+  return out;
+}
+
+// ---------------------------------------------------------------- steps
 
 void Optimizer::check_grads() const {
   for (std::size_t i = 0; i < params_.size(); ++i) {

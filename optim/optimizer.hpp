@@ -5,6 +5,17 @@
 // its per-parameter state in vectors parallel to them: state_[i] belongs to
 // params_[i].
 //
+// Parameter groups, as in PyTorch: each group has its own learning rate and
+// weight decay; the other options (betas, momentum, ...) are the optimizer's.
+//
+//   tg::optim::Adam opt({{.params = model.emb->parameters(), .lr = 0.1},
+//                        {.params = model.fc->parameters(), .weight_decay = 1e-4}},
+//                       {.lr = 1e-3});   // a group without its own lr uses 1e-3
+//   opt.set_lr(0.01);                    // every group; set_lr(g, lr) for one
+//
+// A plain list of parameters is one group with the options' lr and weight_decay.
+// Schedulers (optim/scheduler.hpp) change the groups' learning rates between steps.
+//
 // One training step:
 //
 //   optimizer.zero_grad();   // every gradient slot becomes empty
@@ -22,19 +33,63 @@
 // and the optimizers touch nothing else. Dense and sparse gradients go through the
 // same per-row code, which is why a sparse gradient listing every row gives
 // exactly the dense result.
+//
+// State, as PyTorch's optimizer.state_dict(): state_dict() returns what the
+// optimizer has accumulated (momentum buffers, Adam's moments, step counts, which
+// rows a sparse gradient has reached) and its hyper-parameters; load_state_dict()
+// puts them back, so that training resumes exactly where it stopped. The state is
+// held the way a safetensors file holds it (save() and load() write and read one):
+//
+//   tensors   "state.<i>.<name>"  parameter i's float arrays, in its shape:
+//                                 Adam: exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad)
+//                                 SGD:  momentum_buffer, and row_seen (below)
+//   metadata  "type"              "Adam", "AdamW" or "SGD"
+//             "options"           the optimizer-wide options as JSON: {"betas": [0.9, 0.999], ...}
+//             "param_groups"      one JSON object per group: {"lr": 0.001, "weight_decay": 0,
+//                                 "params": [0, 1]} and "initial_lr" once a scheduler set it
+//             "state.<i>.step"    parameter i's step count (Adam), a decimal integer
+//
+// safetensors holds float32 arrays and string metadata, so non-float state is
+// encoded: integers (step counts) as decimal text, exact for any count; SGD's one
+// flag per row (has row r's momentum buffer been written yet?) as a float32 array
+// [rows] of 0 and 1 named "state.<i>.row_seen"; doubles (lr, betas, ...) as JSON
+// numbers, which read back to the same double. A parameter that has not taken a
+// step has no entries. The index i counts parameters over all groups in order,
+// as in PyTorch.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <xtensor/xtensor.hpp>
 
 #include "core/grad.hpp"
 #include "core/tensor.hpp"
+#include "nn/module.hpp"
+#include "nn/safetensors.hpp"
 
 namespace tg::optim {
+
+// One group of parameters and the options it overrides (PyTorch: one dict in
+// the list passed to the optimizer). After construction, param_groups() returns
+// every group with lr and weight_decay set.
+struct ParamGroup {
+  std::vector<Tensor> params = {};
+  std::optional<double> lr = {};            // unset: the optimizer's options.lr
+  std::optional<double> weight_decay = {};  // unset: the optimizer's options.weight_decay
+};
+
+// An optimizer's state as a safetensors file holds it (the format is described
+// at the top of this file).
+struct StateDict {
+  nn::StateDict tensors = {};
+  nn::Metadata metadata = {};
+};
 
 class Optimizer {
  public:
@@ -47,19 +102,73 @@ class Optimizer {
   // parameter that gets no gradient before the next step() is then skipped.
   void zero_grad();
 
+  // Every parameter, group after group.
   const std::vector<Tensor>& parameters() const { return params_; }
+
+  // --- learning rates and groups
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  double lr(std::size_t group = 0) const;
+  // Sets the learning rate of every group, or of one. Throws std::invalid_argument
+  // for lr < 0 or a group out of range.
+  void set_lr(double lr);
+  void set_lr(std::size_t group, double lr);
+  // The learning rate a scheduler started from (PyTorch's group["initial_lr"]):
+  // unset until a scheduler is attached. Schedulers set it.
+  std::optional<double> initial_lr(std::size_t group) const;
+  void set_initial_lr(std::size_t group, double lr);
+
+  // --- state (see the top of this file)
+  StateDict state_dict() const;
+  // Checks all of `state` first: a different optimizer type, other groups, a
+  // tensor of the wrong shape, a missing or unknown entry, or an invalid value
+  // throws std::invalid_argument listing the problem, and nothing changes. As in
+  // PyTorch, the saved hyper-parameters (each group's lr and weight_decay, the
+  // optimizer's other options) replace the ones given to the constructor.
+  void load_state_dict(const StateDict& state);
+  // The checks of load_state_dict alone; returns the function that then loads
+  // the state and cannot fail. A caller loading several things (a checkpoint)
+  // checks them all before it loads any.
+  std::function<void()> prepare_load_state_dict(const StateDict& state);
+  // state_dict() to / from a safetensors file. load() also throws
+  // nn::SafetensorsError for a file that cannot be read; the message of an
+  // invalid_argument names the file.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
 
   // Bytes held by the optimizer's state (momentum buffers, moments, flags).
   virtual std::size_t state_bytes() const = 0;
 
+  const std::string& name() const { return name_; }  // "SGD", "Adam", "AdamW"
+
  protected:
   // Throws std::invalid_argument, naming `name` and the parameter's position,
-  // for a parameter given twice, a non-leaf, or one that does not require grad.
-  Optimizer(std::vector<Tensor> params, std::string name);
+  // for a parameter given twice, a non-leaf, or one that does not require grad,
+  // and for a group's lr or weight_decay < 0. Groups without their own lr or
+  // weight_decay get `lr` and `weight_decay`.
+  Optimizer(std::vector<ParamGroup> groups, std::string name, double lr, double weight_decay);
+  static std::vector<ParamGroup> one_group(std::vector<Tensor> params);
 
   // Throws std::invalid_argument unless every non-empty gradient fits its
   // parameter. step() calls it before touching anything.
   void check_grads() const;
+
+  // What a derived optimizer adds to state_dict(): "options" and its per-parameter entries.
+  virtual void save_state(StateDict& out) const = 0;
+  // Checks the "options" and per-parameter entries of `state` (all of them; the
+  // base has checked "type" and "param_groups") and returns a function that
+  // installs them, which must not throw. Throws std::invalid_argument otherwise.
+  virtual std::function<void()> prepare_load(const StateDict& state) = 0;
+
+  // Helpers for save_state/prepare_load: parameter i's array `name` in its
+  // parameter's shape, and back to the [rows, cols] row view (shape checked).
+  static Array to_param_shape(const xt::xtensor<float, 2>& rows, const Shape& shape);
+  xt::xtensor<float, 2> from_state(const StateDict& state, std::size_t i, const std::string& name) const;
+  // "state.<i>.<name>" with i < parameters().size() gives {i, name}; other keys nothing.
+  std::optional<std::pair<std::size_t, std::string>> state_key(const std::string& key) const;
+  // Throws unless every tensor in `state` is "state.<i>.<name>" with allowed(i, name).
+  void check_known_tensors(const StateDict& state,
+                           const std::function<bool(std::size_t, const std::string&)>& allowed) const;
+  [[noreturn]] void fail_load(const std::string& reason) const;
 
   // A [rows, cols] state array of zeros (momentum, moments). A sparse gradient
   // updates it at scattered rows, so it asks for 2 MB pages (advise_huge_pages).
@@ -95,8 +204,11 @@ class Optimizer {
     }
   }
 
-  std::vector<Tensor> params_;
-  std::string name_;  // "SGD", "Adam", "AdamW": used in error messages
+  std::vector<Tensor> params_;                     // every group's parameters, in order
+  std::vector<ParamGroup> groups_;                 // lr and weight_decay always set
+  std::vector<std::size_t> group_of_;              // group_of_[i]: the group of params_[i]
+  std::vector<std::optional<double>> initial_lr_;  // per group
+  std::string name_;                               // "SGD", "Adam", "AdamW": used in error messages
 };
 
 }  // namespace tg::optim

@@ -33,7 +33,9 @@
 //   - Sparse gradients with momentum: PyTorch 1.13 keeps a sparse buffer and
 //     applies it to every row it holds at every step, which is the dense result:
 //     a row keeps moving after it leaves the batch. Ours is lazy (above).
-//   - No parameter groups, `maximize`, `foreach` or `differentiable` options.
+//   - Parameter groups set their own lr and weight_decay only; momentum,
+//     dampening and nesterov are the optimizer's (PyTorch lets a group set any).
+//   - No `maximize`, `foreach` or `differentiable` options.
 //   - Momentum state is a dense buffer as large as the parameter plus one flag per
 //     row, allocated at the first step with a gradient (none when momentum == 0).
 #pragma once
@@ -62,10 +64,19 @@ class SGD : public Optimizer {
   // Throws std::invalid_argument for lr unset or < 0, momentum < 0,
   // weight_decay < 0, or nesterov without momentum or with dampening.
   SGD(std::vector<Tensor> params, SGDOptions options);
+  // Groups with their own lr / weight_decay; options.lr (still required) and
+  // options.weight_decay are the defaults for groups that leave them unset.
+  SGD(std::vector<ParamGroup> groups, SGDOptions options);
 
   void step() override;
   std::size_t state_bytes() const override;
+  // The options given to the constructor; the groups' lr and weight_decay are in
+  // param_groups(). load_state_dict() replaces momentum, dampening and nesterov.
   const SGDOptions& options() const { return options_; }
+
+ protected:
+  void save_state(StateDict& out) const override;
+  std::function<void()> prepare_load(const StateDict& state) override;
 
  private:
   struct State {

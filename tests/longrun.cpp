@@ -94,12 +94,10 @@ struct Model : tg::nn::Module {
     }
   }
   Tensor forward(const tg::data::CsrBatch& rows) {
-    if (bag)
-      return head->forward(tg::tanh(bag->forward(tg::nn::CsrInput{rows.indptr, rows.indices, rows.values})));
+    if (bag) return head->forward(tg::tanh(bag->forward(rows)));
     return head->forward(tg::tanh(proj->forward(Tensor(tg::data::to_dense(rows)))));
   }
 };
-
 
 }  // namespace
 

@@ -14,8 +14,8 @@ namespace {
 constexpr std::size_t V = 40, D = 8, C = 3, B = 4;
 
 struct Batch {
-  tg::nn::CsrInput csr;  // counts, for the EmbeddingBag
-  Array dense;           // the same counts as [B, V] rows, for the Linear
+  tg::data::CsrBatch csr;  // counts, for the EmbeddingBag
+  Array dense;             // the same counts as [B, V] rows, for the Linear
   tg::Indices y;
 };
 

@@ -283,6 +283,10 @@ TEST_SUITE("errors") {
                  "got shape [2]");
     EXPECT_ERROR(E, tg::nll_loss(rig.logits(), Indices{{0, 1, 1}}), "nll_loss", "[1, 3]");
     EXPECT_ERROR(E, tg::mse_loss(w, v), "mse_loss: input [2, 3] and target [4]");
+    EXPECT_ERROR(E, tg::data::accuracy(rig.logits(), Indices{0, 1}),
+                 "accuracy: logits must be [N, C] and labels [N]; got [3, 2] and [2]");
+    EXPECT_ERROR(E, tg::data::BatchSampler(10, {.batch_size = 0}),
+                 "BatchSampler: batch_size must be > 0; got 0");
     EXPECT_ERROR(E, w.item(), "item", "[2, 3]", "6 elements");
     EXPECT_ERROR(E, rig.net.bag->forward(Indices{{0, 1}}, offsets), "EmbeddingBag", "1-D", "[1, 2]");
     EXPECT_ERROR(E, rig.net.bag->forward(words), "EmbeddingBag", "2-D", "[6]");
@@ -292,6 +296,15 @@ TEST_SUITE("errors") {
       EXPECT_ERROR(E, rig.net.kind->forward(kinds), "Embedding: weight must be 2-D [num, dim]; got [3]");
       rig.net.kind->weight = table;
     }
+    EXPECT_ERROR(E, tg::maximum(w, v), "maximum: shapes [2, 3] and [4]");
+    EXPECT_ERROR(E, tg::where(tg::gt(w, 0.0f), w, v), "where: shapes [2, 3] and [4]");
+    EXPECT_ERROR(E, tg::cat({w, v}), "cat: tensor 1 has shape [4], tensor 0 has [2, 3]");
+    EXPECT_ERROR(E, tg::stack({w, x}), "stack: tensor 1 has shape [5, 4], tensor 0 has [2, 3]");
+    EXPECT_ERROR(E, tg::gather(w, 1, Indices{0, 1}), "gather: index of shape [2] does not fit input [2, 3]");
+    EXPECT_ERROR(E, tg::layer_norm(w, {4}, std::nullopt, std::nullopt), "layer_norm: input [2, 3]", "[4]");
+    EXPECT_ERROR(E, tg::argmax(w, 2), "argmax: dim 2");
+    EXPECT_ERROR(E, tg::flatten(w, 1, 0), "flatten: start_dim 1 comes after end_dim 0");
+    EXPECT_ERROR(E, tg::max(Tensor(xt::zeros<float>({0}))), "max", "[0]", "empty");
     {
       Tensor y = w * 2.0f;
       EXPECT_ERROR(E, y.backward(Array(xt::ones<float>({3}))), "backward: gradient of shape [3]", "[2, 3]");
@@ -319,17 +332,39 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(E, bag(Indices{0, 6}, Indices{0}), "EmbeddingBag: index 6 out of range for size 6");
     EXPECT_ERROR(E, bag(Indices{-2, 1}, Indices{0}), "EmbeddingBag: index -2");
     EXPECT_ERROR(E, bag(Indices{{0, 9}}), "EmbeddingBag: index 9");
-    EXPECT_ERROR(E, bag(nn::CsrInput{{0, 2}, {1, -3}, {}}), "EmbeddingBag: index -3");
+    EXPECT_ERROR(E, bag(tg::data::CsrBatch{{0, 2}, {1, -3}, {}}), "EmbeddingBag: index -3");
     EXPECT_ERROR(E, tg::index_select(w, 0, Indices{1, 2}), "index_select: index 2 out of range for size 2");
     EXPECT_ERROR(E, tg::index_select(w, 0, Indices{-1}), "index_select: index -1");
     EXPECT_ERROR(E, tg::one_hot(Indices{0, 3}, 3), "one_hot: index 3 out of range for size 3");
     EXPECT_ERROR(E, tg::one_hot(Indices{-1}, 3), "one_hot: index -1");
+    EXPECT_ERROR(E, tg::gather(w, 1, Indices{{0, 3}, {1, 1}}), "gather: index 3 out of range for size 3");
+    EXPECT_ERROR(E, tg::narrow(w, 1, 2, 2), "narrow: start 2 and length 2 do not fit dim 1 of shape [2, 3]");
+    EXPECT_ERROR(E, tg::index_select(labels, 0, Indices{7}), "index_select: index 7");
     // A label out of range in the middle of a training step: the forward pass
     // was already recorded, and must be freed again as the exception unwinds.
     EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{0, 2, 1}),
                  "cross_entropy: index 2 out of range for size 2");
     EXPECT_ERROR(E, tg::cross_entropy(rig.logits(), Indices{-1, 0, 0}), "cross_entropy: index -1");
     EXPECT_ERROR(E, tg::nll_loss(tg::log_softmax(rig.logits()), Indices{0, 0, 5}), "nll_loss: index 5");
+    EXPECT_ERROR(E, tg::data::take(labels, Indices{0, 3}), "take: rows[1] = 3 out of range for 3 rows");
+    EXPECT_ERROR(E, tg::data::accuracy(rig.logits(), Indices{0, 2, 1}),
+                 "accuracy: index 2 out of range for size 2");
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a probability out of range: dropout, Dropout, multinomial; the generator is untouched") {
+    Rig rig, control;
+    using E = std::invalid_argument;
+    const Tensor w = rig.net.head->weight;
+    tg::Generator gen(1);
+    const tg::Generator before = gen;
+    EXPECT_ERROR(E, tg::dropout(w, 1.5f, true, gen), "dropout: probability has to be between 0 and 1, but got 1.5");
+    EXPECT_ERROR(E, nn::Dropout(-0.5f), "Dropout: probability has to be between 0 and 1");
+    EXPECT_ERROR(E, tg::multinomial(Tensor({0.5f, -1.0f}), 1, gen), "multinomial", "-1", "finite and >= 0");
+    EXPECT_ERROR(E, tg::multinomial(Tensor({0.0f, 0.0f}), 1, true, gen), "multinomial: row 0", "sums to 0");
+    EXPECT_ERROR(E, tg::multinomial(Tensor({0.5f, 0.5f}), 3, gen), "multinomial: cannot draw 3 samples");
+    EXPECT_ERROR(E, tg::clamp(w, std::nullopt, std::nullopt), "clamp: give at least one of min and max");
+    CHECK(gen == before);
     check_intact(rig, control);
   }
 
@@ -346,11 +381,15 @@ TEST_SUITE("errors") {
                  "EmbeddingBag: offsets[1] = 7 is past the end of the input (6 indices)");
     EXPECT_ERROR(Bad, bag(words, Indices{{0, 2}}), "EmbeddingBag: offsets must be 1-D; got shape [1, 2]");
     // CSR indptr follows the same rules, plus it must end at the number of indices.
-    EXPECT_ERROR(Bad, bag(nn::CsrInput{{1, 3}, {0, 1, 2}, {}}), "EmbeddingBag: offsets[0] must be 0; got 1");
-    EXPECT_ERROR(Bad, bag(nn::CsrInput{{0, 3, 1, 3}, {0, 1, 2}, {}}), "offsets must not decrease");
-    EXPECT_ERROR(Bad, bag(nn::CsrInput{{0, 2}, {0, 1, 2}, {}}),
+    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{1, 3}, {0, 1, 2}, {}}),
+                 "EmbeddingBag: offsets[0] must be 0; got 1");
+    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{0, 3, 1, 3}, {0, 1, 2}, {}}), "offsets must not decrease");
+    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{0, 2}, {0, 1, 2}, {}}),
                  "CSR indptr must end at the number of indices (3); got 2");
-    EXPECT_ERROR(Bad, bag(nn::CsrInput{{}, {}, {}}), "CSR indptr", "empty indptr");
+    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{}, {}, {}}), "CSR indptr", "empty indptr");
+    // A batch from a vocabulary of another size than the table, even when every index fits.
+    EXPECT_ERROR(Bad, bag(tg::data::to_csr({{0, 1}, {2}}, 5)),
+                 "EmbeddingBag: a CSR batch of 5 columns for a table of 6 rows");
     {
       nn::EmbeddingBag last(6, 3, {.mode = nn::EmbeddingBagMode::sum, .include_last_offset = true});
       const Array before = last.weight.value();
@@ -375,7 +414,7 @@ TEST_SUITE("errors") {
                  "EmbeddingBag: per_sample_weights of shape [5] for input of shape [6]");
     EXPECT_ERROR(E, bag(Indices{{0, 1, 2}, {3, 4, 5}}, Tensor(xt::ones<float>({3, 2}))),
                  "per_sample_weights of shape [3, 2] for input of shape [2, 3]");
-    EXPECT_ERROR(E, bag(nn::CsrInput{{0, 3}, {0, 1, 2}, {1.0f, 2.0f}}),
+    EXPECT_ERROR(E, bag(tg::data::CsrBatch{{0, 3}, {0, 1, 2}, {1.0f, 2.0f}}),
                  "EmbeddingBag: CSR has 2 values for 3 indices");
     CHECK(five.grad().empty());
 
@@ -385,7 +424,7 @@ TEST_SUITE("errors") {
       const char* name = mode == nn::EmbeddingBagMode::mean ? "'mean'" : "'max'";
       EXPECT_ERROR(E, other(words, offsets, six), "per_sample_weights are only supported for mode 'sum'",
                    name);
-      EXPECT_ERROR(E, other(nn::CsrInput{{0, 6}, {0, 1, 2, 3, 4, 5}, {1, 1, 1, 1, 1, 1}}),
+      EXPECT_ERROR(E, other(tg::data::CsrBatch{{0, 6}, {0, 1, 2, 3, 4, 5}, {1, 1, 1, 1, 1, 1}}),
                    "CSR values act as per-sample weights", name);
       CHECK(other.weight.value() == before);
     }
@@ -507,6 +546,116 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(std::invalid_argument, rig.net.load(dir.file("other.safetensors")), "missing: bag.weight",
                  "unexpected: bias, weight");
     check_intact(rig, control);
+  }
+
+  TEST_CASE("an optimizer or scheduler state that does not fit, a bad learning rate: nothing changes") {
+    Rig rig, control;
+    using E = std::invalid_argument;
+    tg::optim::StateDict state = rig.opt.state_dict();
+    state.tensors["state.2.exp_avg"] = xt::zeros<float>({3, 2});  // head.weight is [2, 3]
+    EXPECT_ERROR(
+        E, rig.opt.load_state_dict(state),
+        "Adam.load_state_dict: tensor 'state.2.exp_avg' has shape [3, 2] but parameter 2 has shape [2, 3]");
+    state = rig.opt.state_dict();
+    state.metadata["state.0.step"] = "-1";
+    EXPECT_ERROR(E, rig.opt.load_state_dict(state), "'state.0.step' is \"-1\", not a step count >= 1");
+    tg::optim::SGD sgd(Net().parameters(), {.lr = 0.1});
+    EXPECT_ERROR(E, rig.opt.load_state_dict(sgd.state_dict()),
+                 "Adam.load_state_dict: the state is SGD's, this optimizer is Adam");
+    tg::optim::Adam fewer({rig.net.bag->weight});
+    EXPECT_ERROR(E, fewer.load_state_dict(rig.opt.state_dict()),
+                 "param group 0 holds parameters [0,1,2,3] in the state but [0] here");
+    EXPECT_ERROR(E, rig.opt.set_lr(-0.1), "Adam.set_lr: invalid learning rate -0.1");
+    EXPECT_ERROR(E, rig.opt.set_lr(3, 0.1), "Adam.set_lr: param group 3 out of range (1 groups)");
+    {
+      TempDir dir;
+      sgd.save(dir.file("sgd.safetensors"));
+      EXPECT_ERROR(E, rig.opt.load(dir.file("sgd.safetensors")),
+                   dir.file("sgd.safetensors") + ": Adam.load_state_dict");
+    }
+
+    // A scheduler: bad settings throw before the optimizer is touched; a state that does not fit loads
+    // nothing.
+    EXPECT_ERROR(E, tg::optim::StepLR(rig.opt, {.step_size = 0}), "StepLR: step_size must be >= 1; got 0");
+    EXPECT_ERROR(E, tg::optim::LinearLR(rig.opt, {.start_factor = 2}),
+                 "LinearLR: start_factor must be in (0, 1]; got 2");
+    CHECK(!rig.opt.initial_lr(0));
+    tg::optim::CosineAnnealingLR sched(rig.opt, {.T_max = 10}), control_sched(control.opt, {.T_max = 10});
+    tg::nn::Metadata bad = sched.state_dict();
+    bad["base_lrs"] = "[0.1, 0.2]";
+    EXPECT_ERROR(
+        E, sched.load_state_dict(bad),
+        "CosineAnnealingLR.load_state_dict: \"base_lrs\" has 2 entries for an optimizer with 1 param groups");
+    EXPECT_ERROR(E, sched.load_state_dict(tg::optim::StepLR(sgd, {.step_size = 2}).state_dict()),
+                 "the state is StepLR's, this scheduler is CosineAnnealingLR");
+    CHECK(sched.state_dict() == control_sched.state_dict());
+    check_intact(rig, control);
+  }
+
+  TEST_CASE(
+      "load_checkpoint of a file that is not a checkpoint, lacks a part or does not fit: nothing changes") {
+    Rig rig, control;
+    TempDir dir;
+    tg::Generator gen(11), control_gen(11);
+    tg::Checkpoint into{
+        .model = &rig.net, .optimizer = &rig.opt, .generator = &gen, .metadata = {{"epoch", "4"}}};
+    auto expect = [&](const std::string& path, const std::string& fragment) {
+      EXPECT_ERROR(std::invalid_argument, tg::load_checkpoint(path, into), "load_checkpoint: " + path + ": ",
+                   fragment);
+    };
+    rig.net.save(dir.file("model.safetensors"));
+    expect(dir.file("model.safetensors"), "not a tapegrad checkpoint");
+    Net other;
+    tg::save_checkpoint(dir.file("model_only.ckpt"), {.model = &other});
+    expect(dir.file("model_only.ckpt"), "the checkpoint holds no optimizer (it holds [\"model\"])");
+    // The model fits, the optimizer does not: the model must not have been loaded either.
+    tg::optim::SGD sgd(other.parameters(), {.lr = 0.1});
+    tg::save_checkpoint(dir.file("sgd.ckpt"), {.model = &other, .optimizer = &sgd, .generator = &gen});
+    expect(dir.file("sgd.ckpt"), "Adam.load_state_dict: the state is SGD's");
+    nn::Linear small(3, 2);
+    tg::save_checkpoint(dir.file("small.ckpt"), {.model = &small});
+    expect(dir.file("small.ckpt"), "load_state_dict: the state does not fit the module; missing: bag.weight");
+    EXPECT_ERROR(nn::SafetensorsError, tg::load_checkpoint(dir.file("missing.ckpt"), into),
+                 "safetensors: " + dir.file("missing.ckpt") + ": cannot open the file");
+    CHECK(into.metadata == nn::Metadata{{"epoch", "4"}});
+    CHECK(gen == control_gen);
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a bad CSV: FileError naming the file and the line") {
+    TempDir dir;
+    auto expect = [&](const std::string& name, const std::string& content, int64_t line,
+                      const std::string& reason, tg::data::CsvOptions options = {}) {
+      CAPTURE(name);
+      const std::string path = dir.file(name);
+      write_file(path, content);
+      try {
+        tg::data::read_csv(path, options);
+        FAIL("read_csv accepted " << name);
+      } catch (const tg::data::FileError& e) {
+        const std::string where = line > 0 ? path + ":" + std::to_string(line) : path;
+        CHECK(std::string(e.what()) == "csv: " + where + ": " + reason);
+        CHECK(e.path() == path);
+        CHECK(e.line() == line);
+      }
+    };
+    expect("short_row.csv", "1,2,0\n3,4,1\n5,1\n", 3, "2 fields, but the first line has 3");
+    expect("not_a_number.csv", "1,2,0\n3,x4,1\n", 2, "column 2: 'x4' is not a finite number");
+    expect("header.csv", "a,b,y\n1,2,0\n", 1,
+           "column 1: 'a' is not a finite number; if the first line names the columns, pass header = true");
+    expect("named.csv", "a,b,y\n1,2,0\n3,,1\n", 3, "column 2 (b): '' is not a finite number",
+           {.header = true});
+    expect("nan.csv", "1,2,0\n1,nan,0\n", 2, "column 2: 'nan' is not a finite number");
+    expect("label.csv", "1,2,0\n1,2,1.5\n", 2, "column 3: label '1.5' is not a class id (an integer >= 0)");
+    expect("negative_label.csv", "-1,2,3\n", 1, "column 1: label '-1' is not a class id (an integer >= 0)",
+           {.label_column = 0});
+    expect("one_column.csv", "1\n2\n", 1,
+           "found 1 column; a CSV here needs feature columns and a label column (delimiter ',')");
+    expect("label_column.csv", "1,2,3\n", 1, "label_column 5 is outside the 3 columns", {.label_column = 5});
+    expect("empty.csv", "", 0, "empty file");
+    expect("header_only.csv", "a,b,y\n\n", 0, "no data rows (2 lines)", {.header = true});
+    EXPECT_ERROR(tg::data::FileError, tg::data::read_csv(dir.file("missing.csv")),
+                 "csv: " + dir.file("missing.csv") + ": cannot open file for reading");
   }
 
   TEST_CASE("a truncated, corrupt or hostile safetensors file: SafetensorsError naming the file") {

@@ -166,6 +166,45 @@ TEST_SUITE("examples") {
     CHECK(r.output.find("odd.tsv:2") != std::string::npos);
   }
 
+  TEST_CASE("bow_classifier --load resumes exactly: 2 epochs + 1 resumed give the 3-epoch checkpoint") {
+    TempDir tmp;
+    const fs::path dir = tmp.path;
+    const std::string common =
+        " --data " + tiny() + " --optim adam --dim 8 --batch 4 --min-df 1 --values tfidf";
+    for (const std::string mode : {"embedding", "linear"}) {
+      CAPTURE(mode);
+      const std::string full = (dir / (mode + "_full.ckpt")).string(),
+                        half = (dir / (mode + "_half.ckpt")).string(),
+                        resumed = (dir / (mode + "_resumed.ckpt")).string();
+      const std::string run = bow() + common + " --mode " + mode;
+      for (const std::string& command :
+           {run + " --epochs 3 --save " + full, run + " --epochs 2 --save " + half,
+            run + " --epochs 1 --load " + half + " --save " + resumed}) {
+        auto r = run_command(command);
+        INFO(command << "\n" << r.output);
+        REQUIRE(r.status == 0);
+      }
+      auto read = [](const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+      };
+      // Weights, Adam's moments and step counts, the epoch and the settings: byte for byte.
+      CHECK(read(full).size() > 1000);
+      CHECK(read(full) == read(resumed));
+      CHECK(read(full + ".vocab") == read(resumed + ".vocab"));
+      CHECK(read(full) != read(half));
+    }
+    // The resumed run says which epoch it trains, and refuses another optimizer.
+    const std::string half = (dir / "embedding_half.ckpt").string();
+    auto r = run_command(bow() + common + " --mode embedding --epochs 1 --load " + half);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("embedding     3 ") != std::string::npos);
+    r = run_command(bow() + common + " --optim sgd --epochs 1 --load " + half);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("was trained with --optim adam") != std::string::npos);
+  }
+
   TEST_CASE("bow_classifier rejects bad input with a clear message") {
     auto r = run_command(bow() + " --mode sideways");
     CHECK(r.status == 2);

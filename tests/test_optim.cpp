@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 
 using namespace tg;
 using namespace tg::optim;
+using tg::test::TempDir;
 using tg::test::to_array;
 
 namespace {
@@ -388,7 +390,7 @@ TEST_SUITE("optim") {
     CHECK_THROWS_WITH_AS(Adam({a, frozen}), doctest::Contains("Adam: parameter 1"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(Adam({b, computed}), doctest::Contains("not a leaf"), std::invalid_argument);
     CHECK_NOTHROW(Adam({a, b}));
-    CHECK_NOTHROW(Adam({}));
+    CHECK_NOTHROW(Adam(std::vector<Tensor>{}));
   }
 
   TEST_CASE("bad hyper-parameters are rejected, as in PyTorch") {
@@ -455,3 +457,534 @@ TEST_SUITE("optim") {
   }
 
 }  // TEST_SUITE
+
+// ============================================================ training-loop machinery:
+// param groups, schedulers and state_dict, against torch 1.13 (the groups,
+// schedules, scheduled and state sections of optim_reference.json).
+
+namespace {
+
+const nlohmann::json& ref(const char* section) {
+  return tg::test::reference("optim_reference").at(section);
+}
+
+// The optimizer a reference case names, over `params`, with its options and groups.
+std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& c, const std::vector<Tensor>& params) {
+  const nlohmann::json& o = c.at("options");
+  auto number = [&](const char* key, double fallback) {
+    return o.contains(key) ? o[key].get<double>() : fallback;
+  };
+  std::vector<ParamGroup> groups;
+  if (c.contains("groups") && !c["groups"].is_null()) {
+    for (const auto& g : c["groups"]) {
+      ParamGroup group;
+      for (std::size_t i : g.at("params").get<std::vector<std::size_t>>()) group.params.push_back(params[i]);
+      if (g.contains("lr")) group.lr = g["lr"].get<double>();
+      if (g.contains("weight_decay")) group.weight_decay = g["weight_decay"].get<double>();
+      groups.push_back(group);
+    }
+  } else {
+    groups.push_back({params, std::nullopt, std::nullopt});
+  }
+  const std::string name = c.at("optimizer");
+  if (name == "SGD")
+    return std::make_unique<SGD>(groups, SGDOptions{.lr = number("lr", 0),
+                                                    .momentum = number("momentum", 0),
+                                                    .dampening = number("dampening", 0),
+                                                    .weight_decay = number("weight_decay", 0),
+                                                    .nesterov = o.value("nesterov", false)});
+  std::pair<double, double> betas{0.9, 0.999};
+  if (o.contains("betas")) betas = {o["betas"][0].get<double>(), o["betas"][1].get<double>()};
+  if (name == "AdamW")
+    return std::make_unique<AdamW>(groups, AdamWOptions{.lr = number("lr", 1e-3),
+                                                        .betas = betas,
+                                                        .weight_decay = number("weight_decay", 1e-2),
+                                                        .amsgrad = o.value("amsgrad", false)});
+  REQUIRE((name == "Adam" || name == "SparseAdam"));  // SparseAdam: our Adam takes sparse gradients
+  return std::make_unique<Adam>(groups, AdamOptions{.lr = number("lr", 1e-3),
+                                                    .betas = betas,
+                                                    .weight_decay = number("weight_decay", 0),
+                                                    .amsgrad = o.value("amsgrad", false)});
+}
+
+std::unique_ptr<LRScheduler> make_scheduler(const nlohmann::json& spec, Optimizer& opt) {
+  const std::string name = spec.at(0);
+  const nlohmann::json& k = spec.at(1);
+  if (name == "StepLR")
+    return std::make_unique<StepLR>(opt, StepLROptions{k.at("step_size"), k.value("gamma", 0.1)});
+  if (name == "CosineAnnealingLR")
+    return std::make_unique<CosineAnnealingLR>(
+        opt, CosineAnnealingLROptions{k.at("T_max"), k.value("eta_min", 0.0)});
+  REQUIRE(name == "LinearLR");
+  return std::make_unique<LinearLR>(
+      opt, LinearLROptions{k.value("start_factor", 1.0 / 3), k.value("end_factor", 1.0),
+                           k.value("total_iters", int64_t{5})});
+}
+
+std::vector<Tensor> params_of(const nlohmann::json& c) {
+  std::vector<Tensor> params;
+  if (c.contains("param")) params.emplace_back(to_array(c["param"]), true);
+  if (c.contains("params"))
+    for (const auto& p : c["params"]) params.emplace_back(to_array(p), true);
+  return params;
+}
+
+// Puts step `step`'s gradients of case c (dense lists or one sparse entry) into the slots.
+void set_case_grads(const nlohmann::json& c, std::size_t step, std::vector<Tensor>& params) {
+  const nlohmann::json& g = c.at("grads").at(step);
+  if (g.is_object()) {
+    set_grad(params[0], sparse_rows(g.at("rows").get<std::vector<int64_t>>(), to_array(g.at("values")),
+                                    params[0].shape()[0]));
+    return;
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) set_grad(params[i], to_array(g[i]));
+}
+
+// SGD keeps one flag per row: a parameter of 2 or more dims has shape[0] rows, others one.
+std::size_t rows_of(const Tensor& p) {
+  return p.dim() >= 2 ? p.shape()[0] : 1;
+}
+
+std::vector<double> lrs_of(const Optimizer& opt) {
+  std::vector<double> out;
+  for (std::size_t g = 0; g < opt.param_groups().size(); ++g) out.push_back(opt.lr(g));
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("optim") {
+  TEST_CASE("param groups with their own lr and weight_decay match torch.optim") {
+    for (const auto& [name, c] : ref("groups").items()) {
+      std::vector<Tensor> params = params_of(c);
+      std::unique_ptr<Optimizer> opt = make_optimizer(c, params);
+      for (std::size_t step = 0; step < c.at("grads").size(); ++step) {
+        INFO(name << ", step " << step + 1);
+        set_case_grads(c, step, params);
+        opt->step();
+        for (std::size_t i = 0; i < params.size(); ++i)
+          CHECK_ALLCLOSE(params[i].value(), to_array(c["expected"][step][i]), 1e-5);
+        CHECK(lrs_of(*opt) == c["lrs"][step].get<std::vector<double>>());  // defaults filled in
+      }
+    }
+  }
+
+  TEST_CASE("StepLR, CosineAnnealingLR and LinearLR give torch 1.13's learning rates bit for bit") {
+    for (const auto& [name, c] : ref("schedules").items()) {
+      CAPTURE(name);
+      const std::vector<double> initial = c.at("groups_lr");
+      Tensor a = zeros({2}, true), b = zeros({3}, true);
+      SGD opt({{.params = {a}, .lr = initial[0]}, {.params = {b}, .lr = initial[1]}}, {.lr = 1.0});
+      std::vector<std::unique_ptr<LRScheduler>> scheds;
+      for (const auto& spec : c.at("schedulers")) scheds.push_back(make_scheduler(spec, opt));
+      const auto& lrs = c.at("lrs");
+      CHECK(scheds.back()->get_last_lr() == lrs[0].get<std::vector<double>>());
+      for (int64_t step = 1; step <= c.at("steps").get<int64_t>(); ++step) {
+        CAPTURE(step);
+        opt.step();
+        for (auto& s : scheds) s->step();
+        const std::vector<double> expected = lrs[step];
+        CHECK(scheds.back()->get_last_lr() == expected);  // exact: same double operations, same order
+        CHECK(lrs_of(opt) == expected);
+        CHECK(scheds.back()->last_epoch() == step);
+        if (!c["set_lr"].is_null() && c["set_lr"][0] == step) {  // a change the schedule must carry on from
+          const std::size_t g = c["set_lr"][1];
+          opt.set_lr(g, opt.lr(g) * c["set_lr"][2].get<double>());
+        }
+      }
+    }
+  }
+
+  TEST_CASE("a scheduler stepping after each optimizer step: the parameters match PyTorch's") {
+    for (const auto& [name, c] : ref("scheduled").items()) {
+      std::vector<Tensor> params = params_of(c);
+      std::unique_ptr<Optimizer> opt = make_optimizer(c, params);
+      std::unique_ptr<LRScheduler> sched = make_scheduler(c.at("scheduler"), *opt);
+      for (std::size_t step = 0; step < c.at("grads").size(); ++step) {
+        INFO(name << ", step " << step + 1);
+        set_case_grads(c, step, params);
+        opt->step();
+        sched->step();
+        for (std::size_t i = 0; i < params.size(); ++i)
+          CHECK_ALLCLOSE(params[i].value(), to_array(c["expected"][step][i]), 1e-5);
+        CHECK(lrs_of(*opt) == c["lrs"][step].get<std::vector<double>>());
+      }
+    }
+  }
+
+  TEST_CASE("state_dict after 3 steps holds PyTorch's state; loaded into a new optimizer, steps 4-5 match") {
+    TempDir dir;
+    for (const auto& [name, c] : ref("state").items()) {
+      CAPTURE(name);
+      const std::size_t save_after = c.at("save_after"), steps = c.at("grads").size();
+      std::vector<Tensor> params = params_of(c);
+      std::unique_ptr<Optimizer> opt = make_optimizer(c, params);
+      for (std::size_t step = 0; step < save_after; ++step) {
+        set_case_grads(c, step, params);
+        opt->step();
+      }
+      // The state, entry by entry, against torch's optimizer.state_dict().
+      const StateDict state = opt->state_dict();
+      CHECK(state.metadata.at("type") == (c["optimizer"] == "SparseAdam" ? "Adam" : c["optimizer"]));
+      std::size_t compared = 0;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const nlohmann::json& expected = c.at("state").at(i);
+        const std::string prefix = "state." + std::to_string(i) + ".";
+        if (c["optimizer"] == "SGD") {
+          CHECK(!state.metadata.count(prefix + "step"));  // SGD counts no steps, in PyTorch neither
+          CHECK(state.tensors.at(prefix + "row_seen") == Array(xt::ones<float>({rows_of(params[i])})));
+        } else {
+          CHECK(state.metadata.at(prefix + "step") == std::to_string(expected.at("step").get<int64_t>()));
+        }
+        for (const auto& [key, value] : expected.items()) {
+          if (key == "step") continue;
+          INFO(prefix << key);
+          CHECK_ALLCLOSE(state.tensors.at(prefix + key), to_array(value), 1e-5, 1e-8);
+          ++compared;
+        }
+      }
+      CHECK(compared >= params.size());
+
+      // Through a file, into an optimizer over fresh copies of the parameters.
+      const std::string path = dir.file(name + ".safetensors");
+      opt->save(path);
+      std::vector<Tensor> fresh;
+      for (const Tensor& p : params) fresh.emplace_back(p.value(), true);
+      std::unique_ptr<Optimizer> resumed = make_optimizer(c, fresh);
+      resumed->load(path);
+      for (std::size_t step = save_after; step < steps; ++step) {
+        set_case_grads(c, step, params);
+        set_case_grads(c, step, fresh);
+        opt->step();
+        resumed->step();
+      }
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        // SparseAdam places eps differently (adam.hpp): a few 1e-6 apart.
+        CHECK_ALLCLOSE(fresh[i].value(), to_array(c["expected"][i]),
+                       c["optimizer"] == "SparseAdam" ? 1e-4 : 1e-5);
+        CHECK_ALLCLOSE(fresh[i].value(), params[i].value(), 0, 0);  // the same run as without the round trip
+      }
+    }
+  }
+}
+
+namespace {
+
+// Both optimizers hold the same state, entry by entry and bit by bit.
+void check_same_state(const Optimizer& a, const Optimizer& b) {
+  const StateDict x = a.state_dict(), y = b.state_dict();
+  CHECK(x.metadata == y.metadata);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (const auto& [name, value] : x.tensors) {
+    CAPTURE(name);
+    CHECK(value == y.tensors.at(name));
+  }
+}
+
+// Two Adam optimizers on two parameters, two steps taken with the same gradients.
+struct AdamPair {
+  Tensor w{Array{{1, 2, 3}, {4, 5, 6}}, true}, b{Array{0.5, -0.5}, true};
+  Tensor w2{w.value(), true}, b2{b.value(), true};
+  Adam adam{{{.params = {w}, .lr = 0.1}, {.params = {b}}}, {.lr = 0.01, .amsgrad = true}};
+  Adam control{{{.params = {w2}, .lr = 0.1}, {.params = {b2}}}, {.lr = 0.01, .amsgrad = true}};
+  AdamPair() {
+    for (int i = 0; i < 2; ++i) step();
+  }
+  void step() {
+    for (Tensor* p : {&w, &w2}) set_grad(*p, Array{{1, -1, 0.5}, {0.25, 2, -3}});
+    for (Tensor* p : {&b, &b2}) set_grad(*p, Array{0.1, -0.2});
+    adam.step();
+    control.step();
+  }
+  // Nothing tells the two apart: state, values, and the values after one more step.
+  void check_intact() {
+    check_same_state(adam, control);
+    CHECK(w.value() == w2.value());
+    step();
+    CHECK(w.value() == w2.value());
+    CHECK(b.value() == b2.value());
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("optim") {
+  TEST_CASE("param groups: defaults filled in, lr and set_lr per group or for all") {
+    Tensor a = zeros({2}, true), b = zeros({3}, true), c = zeros({1}, true);
+    SGD sgd({{.params = {a, b}, .lr = 0.5}, {.params = {c}, .weight_decay = 0.1}},
+            {.lr = 0.1, .momentum = 0.9});
+    REQUIRE(sgd.param_groups().size() == 2);
+    CHECK(sgd.parameters().size() == 3);
+    CHECK(sgd.parameters()[2].is_same(c));
+    CHECK(*sgd.param_groups()[0].lr == 0.5);
+    CHECK(*sgd.param_groups()[0].weight_decay == 0);  // the options' default
+    CHECK(*sgd.param_groups()[1].lr == 0.1);
+    CHECK(*sgd.param_groups()[1].weight_decay == 0.1);
+    sgd.set_lr(1, 0.25);
+    CHECK(sgd.lr(0) == 0.5);
+    CHECK(sgd.lr(1) == 0.25);
+    sgd.set_lr(0.125);
+    CHECK(sgd.lr(0) == 0.125);
+    CHECK(sgd.lr(1) == 0.125);
+    CHECK_THROWS_WITH_AS(sgd.set_lr(2, 0.1),
+                         doctest::Contains("SGD.set_lr: param group 2 out of range (2 groups)"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(sgd.set_lr(-1.0), doctest::Contains("SGD.set_lr: invalid learning rate"),
+                         std::invalid_argument);
+    CHECK(sgd.lr(1) == 0.125);
+    CHECK_THROWS_WITH_AS(Adam({{.params = {a}, .lr = -1.0}}),
+                         doctest::Contains("Adam: param group 0: invalid learning rate"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(Adam({{.params = {a}}, {.params = {b, a}}}),
+                         doctest::Contains("Adam: parameter 2 (shape [2]) is the same tensor as parameter 0"),
+                         std::invalid_argument);
+
+    // The step uses each group's lr: one SGD step with gradient 1 moves each by its lr.
+    set_grad(a, Array{1, 1});
+    set_grad(c, Array{1});
+    SGD plain({{.params = {a}, .lr = 0.5}, {.params = {c}, .lr = 0.25}}, {.lr = 0.1});
+    plain.step();
+    CHECK(a.value() == Array{-0.5, -0.5});
+    CHECK(c.value() == Array{-0.25});
+  }
+
+  TEST_CASE("load_state_dict replaces the hyper-parameters with the saved ones, as in PyTorch") {
+    Tensor p({{1, 2}, {3, 4}}, true), q(p.value(), true);
+    Adam saved({p}, {.lr = 0.5, .betas = {0.8, 0.9}, .eps = 1e-6, .weight_decay = 0.1, .amsgrad = true});
+    set_grad(p, Array{{1, 1}, {1, 1}});
+    saved.step();
+    Adam loaded({q}, {.lr = 0.01});
+    loaded.load_state_dict(saved.state_dict());
+    CHECK(loaded.lr() == 0.5);
+    CHECK(*loaded.param_groups()[0].weight_decay == 0.1);
+    CHECK(loaded.options().betas == std::pair<double, double>{0.8, 0.9});
+    CHECK(loaded.options().eps == 1e-6);
+    CHECK(loaded.options().amsgrad);
+    check_same_state(saved, loaded);
+
+    SGD sgd({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
+    set_grad(p, Array{{1, 1}, {1, 1}});
+    sgd.step();
+    SGD other({q}, {.lr = 1});
+    other.load_state_dict(sgd.state_dict());
+    CHECK(other.options().momentum == 0.9);
+    CHECK(other.options().dampening == 0.5);
+    check_same_state(sgd, other);
+  }
+
+  TEST_CASE("a sparse run's state: step counts, lazily reached rows and AdamW's decay survive a round trip") {
+    // SGD's row flags: rows 1 and 3 were listed, so their buffers start from g next time; row 0's from 0.
+    Tensor p({{1, 2}, {3, 4}, {5, 6}, {7, 8}}, true), q(p.value(), true);
+    SGD a({p}, {.lr = 0.5, .momentum = 0.5, .weight_decay = 0.5}),
+        b({q}, {.lr = 0.5, .momentum = 0.5, .weight_decay = 0.5});
+    set_grad(p, sparse_rows({1, 3}, xt::ones<float>({2, 2}), 4));
+    a.step();
+    const StateDict s = a.state_dict();
+    CHECK(s.tensors.at("state.0.row_seen") == Array{0, 1, 0, 1});
+    b.load_state_dict(s);
+    q.value_mut() = p.value();
+    for (const auto& rows : std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}, {1}}) {
+      set_grad(p, sparse_rows(rows, xt::ones<float>({rows.size(), std::size_t{2}}), 4));
+      set_grad(q, sparse_rows(rows, xt::ones<float>({rows.size(), std::size_t{2}}), 4));
+      a.step();
+      b.step();
+      CHECK(p.value() == q.value());
+    }
+    // Adam: each parameter's own step count (bias correction) carries over.
+    Tensor e = zeros({5, 2}, true), f = zeros({2}, true), e2 = zeros({5, 2}, true), f2 = zeros({2}, true);
+    AdamW x({e, f}, {.lr = 0.1, .weight_decay = 0.5}), y({e2, f2}, {.lr = 0.1, .weight_decay = 0.5});
+    set_grad(e, sparse_rows({4}, Array{{1, 2}}, 5));
+    x.step();
+    set_grad(f, Array{1, 1});
+    x.step();
+    CHECK(x.state_dict().metadata.at("state.0.step") == "2");
+    CHECK(x.state_dict().metadata.at("state.1.step") == "1");
+    y.load_state_dict(x.state_dict());
+    e2.value_mut() = e.value();
+    f2.value_mut() = f.value();
+    for (Tensor* t : {&e, &e2}) set_grad(*t, sparse_rows({0, 4}, Array{{1, 1}, {-1, 3}}, 5));
+    for (Tensor* t : {&f, &f2}) set_grad(*t, Array{0.5, 2});
+    x.step();
+    y.step();
+    CHECK(e.value() == e2.value());
+    CHECK(f.value() == f2.value());
+  }
+
+  TEST_CASE("load_state_dict refuses a state that does not fit, naming the problem, and changes nothing") {
+    AdamPair pair;
+    const StateDict good = pair.adam.state_dict();
+    REQUIRE(good.tensors.count("state.0.max_exp_avg_sq"));
+    auto expect = [&](const StateDict& bad, const std::string& fragment) {
+      CAPTURE(fragment);
+      CHECK_THROWS_WITH_AS(pair.adam.load_state_dict(bad), doctest::Contains(fragment.c_str()),
+                           std::invalid_argument);
+    };
+    auto with_meta = [&](const std::string& key, const std::string& value) {
+      StateDict s = good;
+      s.metadata[key] = value;
+      return s;
+    };
+    auto without_tensor = [&](const std::string& key) {
+      StateDict s = good;
+      s.tensors.erase(key);
+      return s;
+    };
+    StateDict wrong_shape = good, unknown = good, beyond = good;
+    wrong_shape.tensors["state.0.exp_avg"] = xt::zeros<float>({3, 2});
+    unknown.tensors["state.0.momentum_buffer"] = xt::zeros<float>({2, 3});
+    beyond.tensors["state.7.exp_avg"] = xt::zeros<float>({2});
+
+    Tensor t = zeros({2, 3}, true);
+    SGD sgd({t}, {.lr = 0.1, .momentum = 0.9});
+    set_grad(t, Array(xt::ones<float>({2, 3})));
+    sgd.step();
+    expect(sgd.state_dict(), "Adam.load_state_dict: the state is SGD's, this optimizer is Adam");
+    expect(with_meta("type", "AdamW"), "the state is AdamW's");
+    expect(with_meta("param_groups", R"([{"lr": 0.1, "weight_decay": 0, "params": [0, 1]}])"),
+           "the state has 1 param groups, this optimizer has 2");
+    expect(
+        with_meta(
+            "param_groups",
+            R"([{"lr": 0.1, "weight_decay": 0, "params": [0, 1]}, {"lr": 0.1, "weight_decay": 0, "params": []}])"),
+        "param group 0 holds parameters [0,1] in the state but [0] here");
+    expect(
+        with_meta(
+            "param_groups",
+            R"([{"lr": -0.1, "weight_decay": 0, "params": [0]}, {"lr": 0.1, "weight_decay": 0, "params": [1]}])"),
+        "param group 0: invalid lr -0.1");
+    expect(with_meta("param_groups", "not json"), "\"param_groups\" is not a JSON list");
+    expect(
+        with_meta("options",
+                  R"({"betas": [0.9, 1.5], "eps": 1e-8, "amsgrad": true, "decoupled_weight_decay": false})"),
+        "invalid beta parameter at index 1");
+    expect(with_meta("options", R"({"betas": [0.9, 0.999]})"), "\"options\" is not");
+    expect(with_meta("state.0.step", "two"), "'state.0.step' is \"two\", not a step count >= 1");
+    expect(with_meta("state.0.step", "0"), "not a step count >= 1");
+    expect(with_meta("state.0.lr", "1"), "unexpected metadata entry 'state.0.lr'");
+    expect(with_meta("momentum", "1"), "unexpected metadata entry 'momentum'");
+    expect(wrong_shape, "tensor 'state.0.exp_avg' has shape [3, 2] but parameter 0 has shape [2, 3]");
+    expect(without_tensor("state.1.exp_avg_sq"), "missing tensor 'state.1.exp_avg_sq'");
+    expect(without_tensor("state.1.max_exp_avg_sq"), "missing tensor 'state.1.max_exp_avg_sq'");
+    expect(unknown, "unexpected tensor 'state.0.momentum_buffer'");
+    expect(beyond, "unexpected tensor 'state.7.exp_avg' for 2 parameters");
+    {
+      StateDict no_step = good;
+      no_step.metadata.erase("state.1.step");
+      expect(no_step, "unexpected tensor 'state.1.exp_avg'");
+    }
+    // SGD's row flags must be 0 or 1, and there must be one per row.
+    StateDict flags = sgd.state_dict();
+    flags.tensors["state.0.row_seen"] = Array{1, 0.5};
+    CHECK_THROWS_WITH_AS(sgd.load_state_dict(flags),
+                         doctest::Contains("'state.0.row_seen' holds 0.500000 at row 1"),
+                         std::invalid_argument);
+    flags.tensors["state.0.row_seen"] = Array{1, 1, 1};
+    CHECK_THROWS_WITH_AS(sgd.load_state_dict(flags), doctest::Contains("has shape [3], not [2]"),
+                         std::invalid_argument);
+    pair.check_intact();
+
+    // From a file: a state that does not fit names the file too.
+    TempDir dir;
+    sgd.save(dir.file("sgd.safetensors"));
+    CHECK_THROWS_WITH_AS(pair.adam.load(dir.file("sgd.safetensors")),
+                         doctest::Contains((dir.file("sgd.safetensors") + ": Adam.load_state_dict").c_str()),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(pair.adam.load(dir.file("missing.safetensors")), nn::SafetensorsError);
+    pair.check_intact();
+  }
+
+  TEST_CASE("a scheduler's state_dict: a new scheduler picks up the schedule exactly") {
+    for (int kind = 0; kind < 3; ++kind) {
+      CAPTURE(kind);
+      auto make = [&](Optimizer& opt) -> std::unique_ptr<LRScheduler> {
+        if (kind == 0) return std::make_unique<StepLR>(opt, StepLROptions{.step_size = 3, .gamma = 0.5});
+        if (kind == 1)
+          return std::make_unique<CosineAnnealingLR>(opt,
+                                                     CosineAnnealingLROptions{.T_max = 7, .eta_min = 0.01});
+        return std::make_unique<LinearLR>(opt, LinearLROptions{.start_factor = 0.1, .total_iters = 6});
+      };
+      Tensor a = zeros({2}, true), b = zeros({2}, true);
+      SGD opt({{.params = {a}, .lr = 0.2}, {.params = {b}}}, {.lr = 0.05});
+      std::unique_ptr<LRScheduler> sched = make(opt);
+      for (int i = 0; i < 4; ++i) sched->step();
+      const nn::Metadata state = sched->state_dict();
+      const StateDict opt_state = opt.state_dict();
+      CHECK(state.at("last_epoch") == "4");
+
+      Tensor c = zeros({2}, true), d = zeros({2}, true);
+      SGD opt2({{.params = {c}, .lr = 0.2}, {.params = {d}}}, {.lr = 0.05});
+      std::unique_ptr<LRScheduler> sched2 = make(opt2);
+      opt2.load_state_dict(opt_state);  // the current lrs and initial_lr
+      sched2->load_state_dict(state);   // the epoch
+      CHECK(sched2->last_epoch() == 4);
+      CHECK(sched2->get_last_lr() == sched->get_last_lr());
+      for (int i = 0; i < 12; ++i) {
+        sched->step();
+        sched2->step();
+        CHECK(lrs_of(opt2) == lrs_of(opt));
+      }
+    }
+  }
+
+  TEST_CASE("schedulers refuse bad settings before touching the optimizer, and states that do not fit") {
+    Tensor a = zeros({2}, true);
+    SGD opt({a}, {.lr = 0.1});
+    CHECK_THROWS_WITH_AS(StepLR(opt, {}), doctest::Contains("StepLR: step_size must be >= 1; got 0"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(CosineAnnealingLR(opt, {.T_max = -2}),
+                         doctest::Contains("CosineAnnealingLR: T_max must be >= 1"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(LinearLR(opt, {.start_factor = 0}),
+                         doctest::Contains("LinearLR: start_factor must be in (0, 1]; got 0"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(LinearLR(opt, {.start_factor = 1.5}), doctest::Contains("start_factor"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(LinearLR(opt, {.end_factor = -0.5}),
+                         doctest::Contains("end_factor must be in [0, 1]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(LinearLR(opt, {.total_iters = 0}), doctest::Contains("total_iters must be >= 1"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(StepLR(opt, {.step_size = 2, .gamma = -0.5}),
+                         doctest::Contains("StepLR: gamma must be >= 0; got -0.5"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(CosineAnnealingLR(opt, {.T_max = 2, .eta_min = -1}),
+                         doctest::Contains("CosineAnnealingLR: eta_min must be >= 0"), std::invalid_argument);
+    CHECK(!opt.initial_lr(0));  // untouched
+    CHECK(opt.lr() == 0.1);
+    {
+      // A group set below eta_min by hand: on the rising half of the cosine the
+      // chained rule would go below 0. The step is refused as a whole.
+      Tensor b = zeros({2}, true);
+      SGD other({b}, {.lr = 0.1});
+      CosineAnnealingLR cosine(other, {.T_max = 4, .eta_min = 0.05});
+      for (int i = 0; i < 5; ++i) cosine.step();
+      other.set_lr(0.0);
+      CHECK_THROWS_WITH_AS(
+          cosine.step(),
+          doctest::Contains("CosineAnnealingLR.step: the schedule gives param group 0 a learning rate of -"),
+          std::invalid_argument);
+      CHECK(cosine.last_epoch() == 5);
+      CHECK(other.lr() == 0.0);
+    }
+
+    StepLR sched(opt, {.step_size = 2});
+    sched.step();
+    const nn::Metadata good = sched.state_dict();
+    auto expect = [&](const std::string& key, const std::string& value, const std::string& fragment) {
+      nn::Metadata bad = good;
+      bad[key] = value;
+      CAPTURE(fragment);
+      CHECK_THROWS_WITH_AS(sched.load_state_dict(bad), doctest::Contains(fragment.c_str()),
+                           std::invalid_argument);
+    };
+    expect("type", "LinearLR", "StepLR.load_state_dict: the state is LinearLR's, this scheduler is StepLR");
+    expect("base_lrs", "[0.1, 0.1]", "\"base_lrs\" has 2 entries for an optimizer with 1 param groups");
+    expect("last_lr", "[-1]", "\"last_lr\" holds -1, not a learning rate");
+    expect("last_epoch", "-3", "last_epoch -3 < 0");
+    expect("last_epoch", "x", "\"last_epoch\" is \"x\", not an integer");
+    expect("step_size", "0", "step_size must be >= 1; got 0");
+    expect("gamma", "fast", "\"gamma\" is \"fast\", not a number");
+    expect("T_max", "3", "unexpected entry 'T_max'");
+    CHECK(sched.state_dict() == good);
+    CosineAnnealingLR cosine(opt, {.T_max = 3});
+    CHECK_THROWS_WITH_AS(cosine.load_state_dict(good), doctest::Contains("the state is StepLR's"),
+                         std::invalid_argument);
+  }
+}

@@ -50,8 +50,11 @@ options:
                      multi-hot rows; raw counts let long emails swamp SGD)
   --test-fraction X  share of documents held out for testing (default 0.2)
   --test FILE        test on FILE's documents (label<TAB>text) and train on all of --data
-  --save FILE        save the trained model to FILE (safetensors) and FILE.vocab
-  --load FILE        start from a saved model (train), or the model to use (predict)
+  --save FILE        save a checkpoint to FILE (safetensors: the model, the optimizer's
+                     state, the epoch, the settings) and the vocabulary to FILE.vocab
+  --load FILE        resume training from a checkpoint: --epochs N more epochs, with its
+                     optimizer state, lr, seed and split (with --mode both, both runs go
+                     on from the saved one); or the model to use (predict)
   --metrics FILE     write per-step and per-epoch metrics as CSV
   --plot FILE        draw both modes' loss and step time (.png via gnuplot, else .svg)
   --predictions FILE write the test set's predicted labels (label<TAB>text)
@@ -176,10 +179,6 @@ struct Featurizer {
   }
 };
 
-tg::nn::CsrInput as_input(tg::data::CsrBatch&& b) {
-  return {std::move(b.indptr), std::move(b.indices), std::move(b.values)};
-}
-
 Docs encode_all(const std::vector<std::string>& texts, const tg::data::Vocabulary& vocab) {
   Docs docs;
   for (const std::string& t : texts) docs.push_back(vocab.encode(tg::data::tokenize(t)));
@@ -199,7 +198,7 @@ struct Run {
   tg::nn::Module& module() { return emb ? static_cast<tg::nn::Module&>(*emb) : *lin; }
 
   Tensor logits(const Featurizer& f, const Docs& docs) {
-    if (emb) return emb->forward(as_input(f.rows(docs)));
+    if (emb) return emb->forward(f.rows(docs));
     return lin->forward(Tensor(tg::data::to_dense(f.rows(docs))));  // [B, V] mostly zeros
   }
 };
@@ -286,80 +285,115 @@ Eval evaluate(Run& run, const Featurizer& f, const Docs& docs, const std::vector
 
 // --------------------------------------------------------- save and load
 
-// The model is saved in the embedding layout (a linear run is converted:
-// bag.weight = proj.weight^T), with what predict needs in the metadata.
-void save_model(const std::string& path, Run& run, const tg::data::Vocabulary& vocab,
-                const std::vector<std::string>& labels, const std::string& values,
-                const tg::data::Tfidf& tfidf) {
-  tg::nn::StateDict state;
-  if (run.emb) {
-    state = run.emb->state_dict();
-  } else {
-    state["bag.weight"] = xt::transpose(run.lin->proj->weight.value());
-    state["head.weight"] = run.lin->head->weight.value();
-    state["head.bias"] = run.lin->head->bias->value();
-  }
-  if (values == "tfidf") {
-    tg::Array idf = xt::zeros<float>({tfidf.idf.size()});
-    std::copy(tfidf.idf.begin(), tfidf.idf.end(), idf.begin());
-    state["idf"] = idf;
-  }
-  std::string joined;
-  for (const std::string& l : labels) joined += (joined.empty() ? "" : "\t") + l;
-  tg::nn::save_safetensors(path, state,
-                           {{"labels", joined}, {"values", values}, {"format", "tapegrad-bow 1"}});
-  vocab.save(path + ".vocab");
+// --save writes a checkpoint (tg::save_checkpoint): the model in the embedding
+// layout (a linear run is converted: bag.weight = proj.weight^T), its optimizer's
+// state in the same layout, and in the metadata what predict and --load need.
+const char* const bow_format = "tapegrad-bow 2";
+
+// A linear run's first parameter [D, V] is the embedding run's [V, D] transposed,
+// and so are Adam's moments, element for element: transposing them is exact.
+tg::optim::StateDict transpose_first(tg::optim::StateDict s) {
+  for (auto& [name, a] : s.tensors)
+    if (name.rfind("state.0.", 0) == 0 && a.dimension() == 2) {
+      tg::Array t = xt::transpose(a);
+      a = std::move(t);
+    }
+  return s;
 }
 
-struct Loaded {
-  tg::nn::StateDict state;
-  tg::data::Vocabulary vocab;
+// A double as text that reads back to the same double.
+std::string exact(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+struct Saved {  // what a checkpoint holds besides the model and the optimizer
   std::vector<std::string> labels;
-  std::string values;
+  std::string values, optim;
   tg::data::Tfidf tfidf;
+  tg::data::Vocabulary vocab;
+  uint64_t seed = 0;
+  double test_fraction = 0.2;
+  std::size_t epoch = 0, vocab_size = 0, dim = 0;
 };
 
-Loaded load_model(const std::string& path) {
-  Loaded m;
-  m.state = tg::nn::load_safetensors(path);
-  tg::nn::Metadata meta = tg::nn::load_safetensors_metadata(path);
-  if (meta["format"] != "tapegrad-bow 1" || !m.state.count("bag.weight") || !m.state.count("head.weight"))
-    throw std::runtime_error(path + ": not a model saved by bow_classifier --save");
-  std::istringstream labels(meta["labels"]);
-  for (std::string l; std::getline(labels, l, '\t');) m.labels.push_back(l);
-  m.values = meta["values"];
-  if (m.state.count("idf")) {
-    m.tfidf.idf.assign(m.state["idf"].begin(), m.state["idf"].end());
-    m.state.erase("idf");
+void save_run(const std::string& path, Run& run, const Options& o, const Saved& s) {
+  tg::Generator unused(0);
+  std::unique_ptr<EmbeddingModel> converted;
+  std::unique_ptr<tg::optim::Optimizer> converted_opt;
+  tg::Checkpoint c{.model = run.emb.get(), .optimizer = run.opt.get()};
+  if (!run.emb) {
+    const std::size_t vocab = run.lin->proj->in_features(), dim = run.lin->proj->out_features();
+    converted = std::make_unique<EmbeddingModel>(vocab, dim, s.labels.size(), unused);
+    converted->load_state_dict({{"bag.weight", xt::transpose(run.lin->proj->weight.value())},
+                                {"head.weight", run.lin->head->weight.value()},
+                                {"head.bias", run.lin->head->bias->value()}});
+    converted_opt = make_optimizer(o, converted->parameters());
+    converted_opt->load_state_dict(transpose_first(run.opt->state_dict()));
+    c = {.model = converted.get(), .optimizer = converted_opt.get()};
   }
-  m.vocab = tg::data::Vocabulary::load(path + ".vocab");
-  if (static_cast<int64_t>(m.state["bag.weight"].shape()[0]) != m.vocab.size())
-    throw std::runtime_error(path + ": the weights have " + std::to_string(m.state["bag.weight"].shape()[0]) +
-                             " rows but " + path + ".vocab has " + std::to_string(m.vocab.size()) +
-                             " tokens");
-  if (m.state["head.weight"].shape()[0] != m.labels.size())
-    throw std::runtime_error(path + ": " + std::to_string(m.labels.size()) + " labels for " +
-                             std::to_string(m.state["head.weight"].shape()[0]) + " outputs");
-  return m;
+  std::string joined;
+  for (const std::string& l : s.labels) joined += (joined.empty() ? "" : "\t") + l;
+  c.metadata = {{"format", bow_format},
+                {"labels", joined},
+                {"values", s.values},
+                {"optim", s.optim},
+                {"epoch", std::to_string(s.epoch)},
+                {"seed", std::to_string(s.seed)},
+                {"test_fraction", exact(s.test_fraction)}};
+  if (s.values == "tfidf") {  // as text, not float32: a resumed run must compute the same features
+    std::string idf;
+    for (double x : s.tfidf.idf) idf += exact(x) + " ";
+    c.metadata["idf"] = idf;
+  }
+  tg::save_checkpoint(path, c);
+  s.vocab.save(path + ".vocab");
 }
 
-std::unique_ptr<EmbeddingModel> model_from(const Loaded& m, tg::Generator& gen) {
-  const tg::Array& w = m.state.at("bag.weight");
-  auto model = std::make_unique<EmbeddingModel>(w.shape()[0], w.shape()[1], m.labels.size(), gen);
-  model->load_state_dict(m.state);
-  return model;
+// Reads what a checkpoint says about itself; load_into() then loads the weights
+// (and the optimizer's state) into a model built with these sizes.
+Saved read_saved(const std::string& path) {
+  const tg::nn::StateDict tensors = tg::nn::load_safetensors(path);
+  tg::nn::Metadata meta = tg::nn::load_safetensors_metadata(path);
+  if (meta["user.format"] != bow_format || !tensors.count("model.bag.weight") ||
+      !tensors.count("model.head.weight"))
+    throw std::runtime_error(path + ": not a checkpoint saved by bow_classifier --save");
+  Saved s;
+  std::istringstream labels(meta["user.labels"]);
+  for (std::string l; std::getline(labels, l, '\t');) s.labels.push_back(l);
+  s.values = meta["user.values"];
+  s.optim = meta["user.optim"];
+  s.epoch = std::stoul(meta["user.epoch"]);
+  s.seed = std::stoull(meta["user.seed"]);
+  s.test_fraction = std::stod(meta["user.test_fraction"]);
+  std::istringstream idf(meta["user.idf"]);
+  for (double x; idf >> x;) s.tfidf.idf.push_back(x);
+  s.vocab = tg::data::Vocabulary::load(path + ".vocab");
+  const tg::Array& w = tensors.at("model.bag.weight");
+  s.vocab_size = w.shape()[0];
+  s.dim = w.shape()[1];
+  if (static_cast<int64_t>(s.vocab_size) != s.vocab.size())
+    throw std::runtime_error(path + ": the weights have " + std::to_string(s.vocab_size) + " rows but " +
+                             path + ".vocab has " + std::to_string(s.vocab.size()) + " tokens");
+  if (tensors.at("model.head.weight").shape()[0] != s.labels.size())
+    throw std::runtime_error(path + ": " + std::to_string(s.labels.size()) + " labels for " +
+                             std::to_string(tensors.at("model.head.weight").shape()[0]) + " outputs");
+  return s;
 }
 
 int predict(const Options& o) {
-  Loaded m = load_model(o.load);
+  Saved m = read_saved(o.load);
   tg::Generator gen(0);
-  auto model = model_from(m, gen);
+  auto model = std::make_unique<EmbeddingModel>(m.vocab_size, m.dim, m.labels.size(), gen);
+  tg::Checkpoint weights{.model = model.get()};
+  tg::load_checkpoint(o.load, weights);
   Featurizer f{m.vocab.size(), m.values, m.tfidf};
   std::vector<std::string> texts = o.texts;
   if (texts.empty())
     for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
   tg::NoGradGuard no_grad;
-  Tensor probs = tg::softmax(model->forward(as_input(f.rows(encode_all(texts, m.vocab)))), 1);
+  Tensor probs = tg::softmax(model->forward(f.rows(encode_all(texts, m.vocab))), 1);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const int64_t best = argmax_row(probs.value(), i);
     std::printf("%s\t%.4f\n", m.labels[best].c_str(), probs.value()(i, best));
@@ -386,7 +420,18 @@ tg::data::Split append_test_file(tg::data::TsvData& corpus, const std::string& p
   return split;
 }
 
-int train(const Options& o) {
+int train(Options o) {
+  // A resumed run takes its settings from the checkpoint: the same split, batch
+  // order and features (the learning rate comes with the optimizer's state).
+  std::unique_ptr<Saved> loaded;
+  if (!o.load.empty()) {
+    loaded = std::make_unique<Saved>(read_saved(o.load));
+    if (loaded->optim != o.optim)
+      throw std::runtime_error(o.load + " was trained with --optim " + loaded->optim +
+                               "; resume it with that");
+    o.seed = loaded->seed;
+    o.test_fraction = loaded->test_fraction;
+  }
   tg::data::TsvData corpus = tg::data::read_tsv(o.data);
   const std::size_t classes = corpus.label_names.size();
   if (classes < 2)
@@ -397,10 +442,8 @@ int train(const Options& o) {
   const int64_t positive = spam != corpus.label_names.end() ? spam - corpus.label_names.begin() : 1;
 
   tg::Generator gen(static_cast<tg::Generator::result_type>(o.seed));
-  std::unique_ptr<Loaded> loaded;
   tg::data::Vocabulary vocab;
-  if (!o.load.empty()) {
-    loaded = std::make_unique<Loaded>(load_model(o.load));
+  if (loaded) {
     if (loaded->labels != corpus.label_names)
       throw std::runtime_error(o.load + ": saved labels differ from those in " + o.data);
     vocab = loaded->vocab;
@@ -422,17 +465,25 @@ int train(const Options& o) {
   else if (f.values == "tfidf")
     f.tfidf = tg::data::Tfidf::fit(tg::data::take(docs, split.train), vocab.size());
 
-  // Both runs start from the same weights: the linear model copies the embedding model's.
-  auto first =
-      loaded ? model_from(*loaded, gen) : std::make_unique<EmbeddingModel>(vocab.size(), o.dim, classes, gen);
+  // Both runs start from the same weights (the linear model copies the embedding
+  // model's) and, when resuming, the same optimizer state.
+  auto first = std::make_unique<EmbeddingModel>(vocab.size(), loaded ? loaded->dim : o.dim, classes, gen);
+  auto first_opt = make_optimizer(o, first->parameters());
+  if (loaded) {
+    tg::Checkpoint resume{.model = first.get(), .optimizer = first_opt.get()};
+    tg::load_checkpoint(o.load, resume);
+    o.lr = first_opt->lr();
+  }
   const std::size_t dim = first->bag->embedding_dim();
   std::vector<Run> runs;
   if (o.mode != "embedding") {
     Run r{"linear", nullptr, std::make_unique<LinearModel>(*first), nullptr};
+    r.opt = make_optimizer(o, r.module().parameters());
+    if (loaded) r.opt->load_state_dict(transpose_first(first_opt->state_dict()));
     runs.push_back(std::move(r));
   }
-  if (o.mode != "linear") runs.insert(runs.begin(), Run{"embedding", std::move(first), nullptr, nullptr});
-  for (Run& r : runs) r.opt = make_optimizer(o, r.module().parameters());
+  if (o.mode != "linear")
+    runs.insert(runs.begin(), Run{"embedding", std::move(first), nullptr, std::move(first_opt)});
 
   std::printf("data: %s: %zu documents (%zu train, %zu test), %zu labels, vocabulary %lld, dim %zu\n",
               o.data.c_str(), corpus.texts.size(), split.train.size(), split.test.size(), classes,
@@ -447,7 +498,8 @@ int train(const Options& o) {
   std::vector<StepRecord> steps;
   std::vector<EpochRecord> epochs;
   std::size_t step = 0;
-  for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch) {
+  const std::size_t first_epoch = loaded ? loaded->epoch + 1 : 1;  // a resumed run numbers on
+  for (std::size_t epoch = first_epoch; epoch < first_epoch + o.epochs; ++epoch) {
     // Same batch order for both runs: shuffle the training ids once per epoch.
     std::vector<int64_t> order;
     for (int64_t i :
@@ -515,7 +567,9 @@ int train(const Options& o) {
 
   Run& best = runs.front();
   if (!o.save.empty()) {
-    save_model(o.save, best, vocab, corpus.label_names, f.values, f.tfidf);
+    const Saved saved{corpus.label_names,        f.values, o.optim, f.tfidf, vocab, o.seed, o.test_fraction,
+                      first_epoch + o.epochs - 1};
+    save_run(o.save, best, o, saved);
     std::printf("saved the %s model to %s and %s.vocab\n", best.mode.c_str(), o.save.c_str(), o.save.c_str());
   }
   if (!o.predictions.empty()) {

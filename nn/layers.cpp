@@ -1,0 +1,21 @@
+#include "nn/layers.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace tg::nn {
+
+static float checked_p(float p) {
+  if (!(p >= 0.0f && p <= 1.0f))
+    throw std::invalid_argument("Dropout: probability has to be between 0 and 1, but got " + std::to_string(p));
+  return p;
+}
+
+Dropout::Dropout(float p) : p_(checked_p(p)) {}
+Dropout::Dropout(float p, Generator& gen) : p_(checked_p(p)), gen_(&gen) {}
+
+Tensor Dropout::forward(const Tensor& x) const {
+  return tg::dropout(x, p_, is_training(), gen_ ? *gen_ : default_generator());
+}
+
+}  // namespace tg::nn

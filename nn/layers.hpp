@@ -1,0 +1,69 @@
+// Layers without weights: the activations ReLU, Tanh and Sigmoid, Flatten, and
+// Dropout, as PyTorch's nn modules of the same names. They exist so a model can
+// be written as a list of layers (nn::Sequential); each forward() is the core
+// op of the same name.
+//
+//   tg::nn::Sequential model(tg::nn::Linear(64, 128), tg::nn::ReLU(), tg::nn::Dropout(0.2),
+//                            tg::nn::Linear(128, 10));
+//   model.train();   // Dropout drops
+//   model.eval();    // Dropout passes its input through unchanged
+#pragma once
+
+#include <cstdint>
+
+#include "core/ops.hpp"
+#include "core/tensor.hpp"
+#include "nn/module.hpp"
+
+namespace tg::nn {
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const { return tg::relu(x); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) const { return tg::tanh(x); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) const { return tg::sigmoid(x); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+// Merges dims start_dim..end_dim. The default keeps dim 0 (the batch) and
+// merges the rest: [B, 3, 10] -> [B, 30], as PyTorch's nn.Flatten.
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim_(start_dim), end_dim_(end_dim) {}
+  Tensor forward(const Tensor& x) const { return tg::flatten(x, start_dim_, end_dim_); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+ private:
+  int64_t start_dim_, end_dim_;
+};
+
+// While training, zeroes each element with probability p and scales the rest by
+// 1 / (1 - p) (see tg::dropout); after eval() it is the identity. The mask is
+// drawn from the generator given to the constructor, which must outlive the
+// module, or else from tg::default_generator() of the thread that calls forward().
+class Dropout : public Module {
+ public:
+  explicit Dropout(float p = 0.5f);
+  Dropout(float p, Generator& gen);
+
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+  float p() const { return p_; }
+
+ private:
+  float p_;
+  Generator* gen_ = nullptr;
+};
+
+}  // namespace tg::nn
