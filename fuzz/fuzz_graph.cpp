@@ -1,5 +1,6 @@
 // Random programs on the tape, built from fuzz bytes: ops drawn from a table
-// (every differentiable op of core/ops.hpp, plus nn::Embedding and
+// (the differentiable ops of core/ops.hpp but clamp, where, cat, stack, narrow,
+// flatten, gather, layer_norm and dropout; plus nn::Embedding and
 // nn::EmbeddingBag) on tiny tensors, with broadcasting, a tensor used several
 // times (x * x, diamonds), outputs dropped at once or later, ops under
 // NoGradGuard, detach(), in-place writes (copy_, value_mut(), shape changes)
@@ -1092,6 +1093,39 @@ const Op ops[] = {
        }
        return unary(*x[0], [](double a) { return a > 0 ? a : 0.0; });
      }},
+    {"abs", "abs", reads_first, false, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::abs(t[0]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       for (double a : x[0]->v) {
+         c.kink |= !(std::abs(a) >= margin);
+         c.branches.push_back(a > 0);
+       }
+       return unary(*x[0], [](double a) { return std::abs(a); });
+     }},
+    {"sqrt", "sqrt", reads_none, true, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::sqrt(t[0]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       for (double a : x[0]->v) c.wild |= !(a >= pole);  // NaN below 0, a pole of the slope at 0
+       return unary(*x[0], [](double a) { return std::sqrt(a); });
+     }},
+    {"maximum", "maximum", reads_two, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params&) { return tg::maximum(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       return binary(*x[0], *x[1], [&c](double a, double b) {
+         c.kink |= !(std::abs(a - b) >= margin);  // a tie splits the gradient
+         c.branches.push_back(a > b);
+         return a > b ? a : b;
+       });
+     }},
+    {"minimum", "minimum", reads_two, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params&) { return tg::minimum(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       return binary(*x[0], *x[1], [&c](double a, double b) {
+         c.kink |= !(std::abs(a - b) >= margin);
+         c.branches.push_back(a < b);
+         return a < b ? a : b;
+       });
+     }},
     {"matmul", "matmul", reads_two, false, draw_matmul, predict_matmul,
      [](const Tensors& t, const Params&) { return tg::matmul(t[0], t[1]); }, ref_matmul},
     {"linear", "linear", reads_two, false, draw_linear, predict_linear,
@@ -1123,7 +1157,7 @@ const Op ops[] = {
      }},
     {"max", "max", reads_none, false, draw_dim,
      [](const Shapes& s, const Params& p) { return predict_reduce(s, p, true); },
-     [](const Tensors& t, const Params& p) { return tg::max(t[0], p.dim0, p.keepdim); },
+     [](const Tensors& t, const Params& p) { return tg::max(t[0], p.dim0, p.keepdim).values; },
      [](const Vals& x, const Params& p, Check& c, const Val*) {
        return max_axis(*x[0], axis(p.dim0, x[0]->shape.size()), p.keepdim, c);
      }},
