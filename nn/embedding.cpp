@@ -195,7 +195,8 @@ SparseRows lookup_grad(const std::vector<int64_t>& ids, const Array& g, std::siz
       from.push_back(k);
     }
   xt::xtensor<float, 2> upstream = xt::empty<float>({rows.size(), dim});  // g's rows, in that order
-  for (std::size_t i = 0; i < from.size(); ++i) std::copy_n(g.data() + from[i] * dim, dim, &upstream(i, 0));
+  // By pointer, not &upstream(i, 0): rows of zero columns have no element 0 (UBSan).
+  for (std::size_t i = 0; i < from.size(); ++i) std::copy_n(g.data() + from[i] * dim, dim, upstream.data() + i * dim);
   return SparseRows::coalesce(rows, upstream, num);
 }
 

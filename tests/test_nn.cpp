@@ -484,6 +484,18 @@ TEST_SUITE("nn") {
                          std::invalid_argument);
   }
 
+  TEST_CASE("Embedding with rows of zero columns: a lookup and its backward touch no element") {
+    // Runs under UBSan in ./scripts/test --sanitize: the backward bound a
+    // reference to element (i, 0) of a [n, 0] array.
+    nn::Embedding emb(3, 3);
+    emb.weight = Tensor(Array(xt::zeros<float>({3, 0})), true);
+    Tensor y = emb(Indices{0, 2, 0});
+    CHECK(y.shape() == tg::Shape{3, 0});
+    y.backward(Array(xt::zeros<float>({3, 0})));
+    REQUIRE(!emb.weight.grad().empty());
+    CHECK(emb.weight.grad().to_dense(tg::Shape{3, 0}).shape()[1] == 0);
+  }
+
   TEST_CASE("Embedding and EmbeddingBag refuse a weight that is not 2-D (a public member anyone may set)") {
     using doctest::Contains;
     nn::Embedding emb(4, 3);
