@@ -21,9 +21,17 @@ std::size_t SparseRows::nbytes() const {
   return rows.size() * sizeof(int64_t) + values.size() * sizeof(float);
 }
 
+// Row i of a row-major [n, cols] array. Not &a(i, 0): with cols = 0 that binds
+// a reference to an element that does not exist.
+template <class A>
+static auto row_at(A& a, std::size_t i, std::size_t cols) {
+  return a.data() + i * cols;
+}
+
 Array SparseRows::to_dense() const {
   Array out = xt::zeros<float>({num_rows, cols()});
-  for (std::size_t i = 0; i < rows.size(); ++i) std::copy_n(&values(i, 0), cols(), &out(rows[i], 0));
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    std::copy_n(row_at(values, i, cols()), cols(), row_at(out, rows[i], cols()));
   return out;
 }
 
@@ -54,8 +62,8 @@ SparseRows SparseRows::coalesce(const std::vector<int64_t>& row_ids, const xt::x
                               std::to_string(num_rows) + " rows");
     const bool first = out.rows.empty() || out.rows.back() != r;
     if (first) out.rows.push_back(r);
-    float* dst = &out.values(out.rows.size() - 1, 0);
-    const float* src = &values(order[i], 0);
+    float* dst = row_at(out.values, out.rows.size() - 1, cols);
+    const float* src = row_at(values, order[i], cols);
     // A row's first value is copied, later ones added in input order: the same
     // sums, bit for bit, as the grouped loop of nn/embedding.cpp (a -0.0 stays -0.0).
     for (std::size_t c = 0; c < cols; ++c) dst[c] = first ? src[c] : dst[c] + src[c];
@@ -99,13 +107,13 @@ static SparseRows merge(const SparseRows& a, const SparseRows& b) {
   out.values = xt::zeros<float>({rows.size(), cols});
   i = j = 0;
   for (n = 0; n < rows.size(); ++n) {
-    float* dst = &out.values(n, 0);
+    float* dst = row_at(out.values, n, cols);
     if (i < a.rows.size() && a.rows[i] == rows[n]) {
-      const float* src = &a.values(i++, 0);
+      const float* src = row_at(a.values, i++, cols);
       for (std::size_t c = 0; c < cols; ++c) dst[c] += src[c];
     }
     if (j < b.rows.size() && b.rows[j] == rows[n]) {
-      const float* src = &b.values(j++, 0);
+      const float* src = row_at(b.values, j++, cols);
       for (std::size_t c = 0; c < cols; ++c) dst[c] += src[c];
     }
   }
@@ -144,8 +152,21 @@ static void check_sparse_shape(const SparseRows& g, const Shape& shape) {
                                 shape_str(shape));
 }
 
+// The gradient held must have the tensor's shape too: an in-place write may
+// have changed the tensor's shape since it was accumulated.
+static void check_held_shape(const Grad& held, const Shape& shape) {
+  if (held.empty()) return;
+  const Shape s = held.is_dense() ? Shape(held.dense().shape().begin(), held.dense().shape().end())
+                                  : Shape{held.sparse().num_rows, held.sparse().cols()};
+  if (s != shape)
+    throw std::invalid_argument("accumulate_grad: the gradient held has shape " + shape_str(s) +
+                                " but the tensor now has shape " + shape_str(shape) +
+                                " (changed in place?); call zero_grad() first");
+}
+
 void Grad::add(Array g, const Shape& shape) {
   check_dense_shape(g, shape);
+  check_held_shape(*this, shape);
   if (empty()) {
     slot_ = std::move(g);
   } else if (is_dense()) {
@@ -159,6 +180,7 @@ void Grad::add(Array g, const Shape& shape) {
 
 void Grad::add(SparseRows g, const Shape& shape) {
   check_sparse_shape(g, shape);
+  check_held_shape(*this, shape);
   g.check("accumulate_grad");  // the adds below trust sorted, unique, in-range rows
   if (empty()) {
     slot_ = std::move(g);
@@ -168,8 +190,8 @@ void Grad::add(SparseRows g, const Shape& shape) {
     Array& d = std::get<Array>(slot_);
     const std::size_t cols = g.cols();
     for (std::size_t i = 0; i < g.rows.size(); ++i) {
-      float* dst = &d(g.rows[i], 0);
-      const float* src = &g.values(i, 0);
+      float* dst = row_at(d, g.rows[i], cols);
+      const float* src = row_at(g.values, i, cols);
       for (std::size_t c = 0; c < cols; ++c) dst[c] += src[c];
     }
   }

@@ -195,7 +195,10 @@ Tensor mul(const Tensor& a, float s) {
 Tensor pow(const Tensor& a, float p) {
   return record("pow", xt::pow(a.value(), p), {a}, Reads::inputs({0}),
                 [p](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * p * xt::pow(in[0].value(), p - 1.0f)));
+                  if (p == 0.0f)  // x^0 is constant: 0 also at x = 0, where p x^(p-1) is 0 * inf (as PyTorch)
+                    in[0].accumulate_grad(Array(xt::zeros<float>(in[0].shape())));
+                  else
+                    in[0].accumulate_grad(Array(g * p * xt::pow(in[0].value(), p - 1.0f)));
                 });
 }
 

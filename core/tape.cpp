@@ -3,6 +3,7 @@
 #include "debug.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <queue>
 #include <stdexcept>
 
@@ -104,8 +105,25 @@ static std::string input_str(const Node& n, std::size_t i) {
          "), " + (t.name().empty() ? "a tensor" : "'" + t.name() + "'") + " of shape " + shape_str(t.shape());
 }
 
+// A leaf adds into the gradient it holds, which must still have the leaf's
+// shape: after an in-place write that changed the shape, it is stale.
+// `who` names the leaf for the message (built only then).
+template <class Who>
+static void check_held_grad(const Tensor& t, Who who) {
+  if (!t.is_leaf() || !t.requires_grad()) return;
+  std::lock_guard<std::mutex> lock(t.impl()->grad_mutex);  // another thread may be adding into it
+  const Grad& g = t.grad();
+  if (g.empty()) return;
+  const Shape held = g.is_dense() ? Shape(g.dense().shape().begin(), g.dense().shape().end())
+                                  : Shape{g.sparse().num_rows, g.sparse().cols()};
+  if (held != t.shape())
+    throw std::logic_error("backward: " + who() + ", holds a gradient of shape " + shape_str(held) +
+                           " from before an in-place write changed its shape; call zero_grad() first");
+}
+
 // Throws, before anything is touched, if `n` cannot be run correctly: it was
-// released, or a value its closure reads was written in place after the op ran.
+// released, a value its closure reads was written in place after the op ran,
+// or a shape changed.
 static void check_runnable(const Node& n) {
   if (n.released)
     throw std::logic_error("backward: op '" + n.op + "' (tape entry " + std::to_string(n.index) +
@@ -113,6 +131,7 @@ static void check_runnable(const Node& n) {
                            "retain_graph = true to the first backward() to go through a "
                            "graph twice");
   for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+    check_held_grad(n.inputs[i], [&] { return input_str(n, i); });
     const Node::Seen& seen = n.seen[i];
     const uint64_t now = n.inputs[i].version();
     if (now == seen.version) continue;
@@ -184,6 +203,7 @@ static void release(Node& n) {
 
 void run_backward(const Tensor& root, Array seed, bool retain_graph) {
   if (root.is_leaf()) {  // nothing was recorded: the gradient of x w.r.t. x
+    check_held_grad(root, [&] { return "the leaf backward() was called on, of shape " + shape_str(root.shape()); });
     Tensor(root).accumulate_grad(std::move(seed));
     return;
   }

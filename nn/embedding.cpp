@@ -51,6 +51,14 @@ Tensor make_weight(std::size_t num, std::size_t dim, std::optional<int64_t> padd
   return w;
 }
 
+// `weight` is a public member that users may replace: check that it is still a
+// table before reading its shape.
+void check_weight(const char* layer, const Tensor& weight) {
+  if (weight.dim() != 2)
+    throw std::invalid_argument(std::string(layer) + ": weight must be 2-D [num, dim]; got " +
+                                shape_str(weight.shape()));
+}
+
 void check_pretrained(const char* layer, const Array& weight) {
   if (weight.dimension() != 2)
     throw std::invalid_argument(std::string(layer) +
@@ -187,7 +195,8 @@ SparseRows lookup_grad(const std::vector<int64_t>& ids, const Array& g, std::siz
       from.push_back(k);
     }
   xt::xtensor<float, 2> upstream = xt::empty<float>({rows.size(), dim});  // g's rows, in that order
-  for (std::size_t i = 0; i < from.size(); ++i) std::copy_n(g.data() + from[i] * dim, dim, &upstream(i, 0));
+  // By pointer, not &upstream(i, 0): rows of zero columns have no element 0 (UBSan).
+  for (std::size_t i = 0; i < from.size(); ++i) std::copy_n(g.data() + from[i] * dim, dim, upstream.data() + i * dim);
   return SparseRows::coalesce(rows, upstream, num);
 }
 
@@ -223,6 +232,7 @@ Embedding Embedding::from_pretrained(const Array& weight, EmbeddingOptions optio
 }
 
 Tensor Embedding::forward(const Indices& input) {
+  check_weight("Embedding", weight);
   const std::size_t num = num_embeddings(), dim = embedding_dim();
   check_indices("Embedding", input, num);
   std::vector<int64_t> ids(input.begin(), input.end());
@@ -400,6 +410,7 @@ EmbeddingBag EmbeddingBag::from_pretrained(const Array& weight, EmbeddingBagOpti
 
 Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
                              const std::optional<Tensor>& per_sample_weights) {
+  check_weight("EmbeddingBag", weight);
   if (input.dimension() != 1)
     throw std::invalid_argument("EmbeddingBag: with offsets, input must be 1-D; got shape " +
                                 shape_str(shape_of(input)));
@@ -411,6 +422,7 @@ Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
 }
 
 Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& per_sample_weights) {
+  check_weight("EmbeddingBag", weight);
   if (input.dimension() != 2)
     throw std::invalid_argument("EmbeddingBag: without offsets, input must be 2-D [bags, n]; got shape " +
                                 shape_str(shape_of(input)));
@@ -424,6 +436,7 @@ Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& 
 }
 
 Tensor EmbeddingBag::forward(const data::CsrBatch& batch) {
+  check_weight("EmbeddingBag", weight);
   const std::size_t n = batch.indices.size();
   if (batch.num_cols != 0 && static_cast<uint64_t>(batch.num_cols) != num_embeddings())
     throw std::invalid_argument("EmbeddingBag: a CSR batch of " + std::to_string(batch.num_cols) +

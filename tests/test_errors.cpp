@@ -289,6 +289,12 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(E, w.item(), "item", "[2, 3]", "6 elements");
     EXPECT_ERROR(E, rig.net.bag->forward(Indices{{0, 1}}, offsets), "EmbeddingBag", "1-D", "[1, 2]");
     EXPECT_ERROR(E, rig.net.bag->forward(words), "EmbeddingBag", "2-D", "[6]");
+    {  // weight is a public member: a tensor that is not a table is refused (then put back)
+      const Tensor table = rig.net.kind->weight;
+      rig.net.kind->weight = Tensor(Array{1.0f, 2.0f, 3.0f}, true);
+      EXPECT_ERROR(E, rig.net.kind->forward(kinds), "Embedding: weight must be 2-D [num, dim]; got [3]");
+      rig.net.kind->weight = table;
+    }
     EXPECT_ERROR(E, tg::maximum(w, v), "maximum: shapes [2, 3] and [4]");
     EXPECT_ERROR(E, tg::where(tg::gt(w, 0.0f), w, v), "where: shapes [2, 3] and [4]");
     EXPECT_ERROR(E, tg::cat({w, v}), "cat: tensor 1 has shape [4], tensor 0 has [2, 3]");
@@ -476,7 +482,24 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(std::logic_error, total.backward(), "op 'sum'", "had shape [2, 3] when the op ran");
     CHECK(x.grad().empty());
 
-    loss = hidden = head_loss = total = Tensor();
+    // ... or to an op's output: its backward would get a gradient of the new shape.
+    Tensor z = tg::ones({2, 3}, true);
+    Tensor doubled = z * 2.0f;
+    doubled.value_mut() = xt::ones<float>({6});
+    EXPECT_ERROR(std::logic_error, doubled.backward(Array(xt::ones<float>({6}))), "the output of op 'mul_scalar'",
+                 "had shape [2, 3] when the op ran; an in-place write changed it to [6]");
+    CHECK(z.grad().empty());
+
+    // ... or to a leaf after a backward(): the gradient it holds has the old shape.
+    Tensor leaf = tg::ones({2}, true);
+    tg::sum(leaf * 2.0f).backward();
+    leaf.value_mut() = xt::ones<float>({3});
+    Tensor again = tg::sum(leaf * 2.0f);
+    EXPECT_ERROR(std::logic_error, again.backward(), "op 'mul_scalar'", "a tensor of shape [3]",
+                 "holds a gradient of shape [2]", "call zero_grad() first");
+    CHECK(leaf.grad().dense() == Array({2.0f, 2.0f}));
+
+    loss = hidden = head_loss = total = doubled = again = Tensor();
     check_intact(rig, control);
   }
 

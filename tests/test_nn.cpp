@@ -485,6 +485,34 @@ TEST_SUITE("nn") {
                          std::invalid_argument);
   }
 
+  TEST_CASE("Embedding with rows of zero columns: a lookup and its backward touch no element") {
+    // Runs under UBSan in ./scripts/test --sanitize: the backward bound a
+    // reference to element (i, 0) of a [n, 0] array.
+    nn::Embedding emb(3, 3);
+    emb.weight = Tensor(Array(xt::zeros<float>({3, 0})), true);
+    Tensor y = emb(Indices{0, 2, 0});
+    CHECK(y.shape() == tg::Shape{3, 0});
+    y.backward(Array(xt::zeros<float>({3, 0})));
+    REQUIRE(!emb.weight.grad().empty());
+    CHECK(emb.weight.grad().to_dense(tg::Shape{3, 0}).shape()[1] == 0);
+  }
+
+  TEST_CASE("Embedding and EmbeddingBag refuse a weight that is not 2-D (a public member anyone may set)") {
+    using doctest::Contains;
+    nn::Embedding emb(4, 3);
+    emb.weight = Tensor(Array{1.0f, 2.0f, 3.0f}, true);  // the shape was read past its end before
+    CHECK_THROWS_WITH_AS(emb(Indices{0}), Contains("Embedding: weight must be 2-D [num, dim]; got [3]"),
+                         std::invalid_argument);
+    nn::EmbeddingBag bag(4, 3, {.mode = nn::EmbeddingBagMode::sum});
+    bag.weight = Tensor(Array(1.0f), true);
+    CHECK_THROWS_WITH_AS(bag(Indices{0, 1}, Indices{0}), Contains("EmbeddingBag: weight must be 2-D"),
+                         std::invalid_argument);
+    CHECK_THROWS_AS(bag(Indices{{0, 1}}), std::invalid_argument);
+    CHECK_THROWS_AS(bag(tg::data::CsrBatch{{0, 1}, {0}, {}}), std::invalid_argument);
+    CHECK(emb.weight.grad().empty());
+    CHECK(bag.weight.grad().empty());
+  }
+
   // -------------------------------------------------------------------- init
 
   TEST_CASE("initialisation follows PyTorch's distributions and the generator") {

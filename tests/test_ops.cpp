@@ -76,6 +76,13 @@ TEST_SUITE("core.ops") {
     check_grad([](const Inputs& x) { return tg::pow(x[0], 0.5f); }, {a});
   }
 
+  TEST_CASE("pow with exponent 0 has gradient 0, also at x = 0 (as PyTorch)") {
+    // p * x^(p - 1) would be 0 * inf = NaN at 0; torch.pow(x, 0) gives [0, 0] here too (PyTorch 1.13).
+    Tensor x({0.0f, 2.0f}, true);
+    tg::sum(tg::pow(x, 0.0f)).backward();
+    CHECK(x.grad().dense() == Array({0.0f, 0.0f}));
+  }
+
   TEST_CASE("gradcheck: exp, log, tanh, sigmoid, relu") {
     Tensor a = rnd({2, 4}, -2.0f, 2.0f, true), pos = rnd({2, 4}, 0.3f, 3.0f);
     check_grad([](const Inputs& x) { return tg::exp(x[0]); }, {a});

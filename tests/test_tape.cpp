@@ -320,6 +320,44 @@ TEST_SUITE("core.tape") {
     CHECK(v.grad().empty());
   }
 
+  TEST_CASE("a shape change of an op's output between forward and backward throws") {
+    using doctest::Contains;
+    Tensor w({1.0f, 2.0f}, true);
+    Tensor y = w + 1.0f;  // add_scalar reads no values, only the gradient of y
+    y.value_mut() = Array{1.0f, 2.0f, 3.0f};
+    const std::string expected = "the output of op 'add_scalar' (tape entry " +
+                                 std::to_string(y.creator()->index) +
+                                 ") had shape [2] when the op ran; an in-place write changed it to [3]";
+    CHECK_THROWS_WITH_AS(y.backward(Array{1.0f, 1.0f, 1.0f}), Contains(expected.c_str()), std::logic_error);
+    CHECK(w.grad().empty());
+
+    // The same through a later op that used the new shape: its own check passes,
+    // add_scalar's would have got a [2, 2] gradient for w [2].
+    Tensor h = w + 1.0f;
+    h.value_mut() = Array{{1.0f, 2.0f}, {3.0f, 4.0f}};
+    Tensor loss = tg::sum(h * 2.0f);
+    CHECK_THROWS_WITH_AS(loss.backward(), Contains("an in-place write changed it to [2, 2]"), std::logic_error);
+    CHECK(w.grad().empty());
+  }
+
+  TEST_CASE("a leaf whose shape changed after a backward() holds a stale gradient: backward() refuses it") {
+    using doctest::Contains;
+    Tensor w({1.0f, 2.0f}, true);
+    tg::sum(w * 3.0f).backward();
+    w.value_mut() = Array{1.0f, 2.0f, 3.0f};  // a new shape; the gradient held is still [2]
+    Tensor loss = tg::sum(w * 3.0f);
+    CHECK_THROWS_WITH_AS(loss.backward(),
+                         Contains("holds a gradient of shape [2] from before an in-place write changed its shape; "
+                                  "call zero_grad() first"),
+                         std::logic_error);
+    CHECK_THROWS_WITH_AS(w.backward(Array{1.0f, 1.0f, 1.0f}), Contains("the leaf backward() was called on"),
+                         std::logic_error);
+    CHECK(w.grad().dense() == Array({3.0f, 3.0f}));  // untouched
+    w.zero_grad();
+    loss.backward();
+    CHECK(w.grad().dense() == Array({3.0f, 3.0f, 3.0f}));
+  }
+
   TEST_CASE("a write between two backward() calls of a retained graph fails the second") {
     Tensor w({3.0f}, true);
     Tensor y = w * w;

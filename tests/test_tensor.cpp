@@ -165,6 +165,38 @@ TEST_SUITE("core.grad") {
     CHECK(b.to_dense(shape) == expected);
   }
 
+  TEST_CASE("accumulation refuses a held gradient of another shape than the tensor now has") {
+    Grad g;
+    g.add(Array{1.0f, 2.0f}, tg::Shape{2});
+    // The tensor became [3] in place: adding would broadcast the stale [2] or throw from xtensor.
+    CHECK_THROWS_WITH_AS(g.add(Array{1.0f, 1.0f, 1.0f}, tg::Shape{3}),
+                         doctest::Contains("the gradient held has shape [2] but the tensor now has shape [3]"),
+                         std::invalid_argument);
+    CHECK(g.dense() == Array({1.0f, 2.0f}));
+    CHECK_THROWS_AS(g.add(rows_of({0}, xt::ones<float>({1, 1}), 3), tg::Shape{3, 1}), std::invalid_argument);
+    CHECK(g.dense() == Array({1.0f, 2.0f}));
+  }
+
+  TEST_CASE("rows of zero columns: coalesce, merge, densify and add touch no element") {
+    // Runs under UBSan in ./scripts/test --sanitize: &values(i, 0) on a [n, 0]
+    // array bound a reference to an element that does not exist.
+    const tg::Shape shape{3, 0};
+    const Array none = xt::zeros<float>({1, 0});
+    auto shape_of = [](const Array& a) { return tg::Shape(a.shape().begin(), a.shape().end()); };
+    SparseRows c = SparseRows::coalesce({2, 0, 2}, xt::zeros<float>({3, 0}), 3);
+    CHECK(c.rows == std::vector<int64_t>{0, 2});
+    CHECK(shape_of(c.to_dense()) == shape);
+    Grad sparse;
+    sparse.add(rows_of({1}, none, 3), shape);
+    sparse.add(rows_of({2}, none, 3), shape);  // sparse + sparse: a merge
+    REQUIRE(sparse.is_sparse());
+    CHECK(sparse.sparse().rows == std::vector<int64_t>{1, 2});
+    Grad dense;
+    dense.add(Array(xt::zeros<float>(shape)), shape);
+    dense.add(rows_of({1}, none, 3), shape);  // dense + sparse
+    CHECK(shape_of(dense.dense()) == shape);
+  }
+
   TEST_CASE("accumulation checks shapes and names both") {
     Grad g;
     CHECK_THROWS_WITH_AS(g.add(Array{1, 2, 3}, tg::Shape{2}), doctest::Contains("[3]"),

@@ -1,0 +1,1820 @@
+// Random programs on the tape, built from fuzz bytes: ops drawn from a table
+// (the differentiable ops of core/ops.hpp but clamp, where, cat, stack, narrow,
+// flatten, gather, layer_norm and dropout; plus nn::Embedding and
+// nn::EmbeddingBag) on tiny tensors, with broadcasting, a tensor used several
+// times (x * x, diamonds), outputs dropped at once or later, ops under
+// NoGradGuard, detach(), in-place writes (copy_, value_mut(), shape changes)
+// anywhere between ops, and backward() with and without retain_graph, more
+// ops after it, and another backward().
+//
+// Every program also runs in a reference written here: plain loops in double,
+// one function per op, and a model of the tape (which node reads what, which
+// were released, which tensors are alive). Promises checked:
+//   - an op throws exactly when its shapes or indices are wrong by the rules of
+//     core/ops.hpp and nn/embedding.hpp (predicted here): std::invalid_argument
+//     for shapes, std::out_of_range for indices, naming the op, with its inputs
+//     (values, versions) and the tape as they were;
+//   - an accepted op gives the predicted shape, values that agree with the
+//     reference, and a tape entry exactly when grad mode is on and an input
+//     requires grad;
+//   - each in-place write bumps version() by one; a refused copy_ changes nothing;
+//   - backward() throws (std::logic_error; std::invalid_argument for a seed of
+//     the wrong shape) exactly when the program made one of the README's
+//     mistakes: a root without grad, a graph released by an earlier backward(),
+//     a value that a reachable op's backward reads written since, a shape
+//     changed in place. Then no gradient changes at all;
+//   - otherwise every leaf in the graph gains d(sum(w * root))/d(leaf), which
+//     central differences on the reference give (see `smooth` for when they can
+//     be trusted), and every other leaf keeps its gradient bit for bit;
+//   - the tape holds a node for exactly the live recorded tensors of the model
+//     (so dropped graphs are freed), and nothing once the program is gone.
+//
+// In-place writes follow PyTorch's `.data` semantics: the gradient flows
+// through a written tensor to whatever made it, evaluated at the values the
+// ops saw. The reference models this by treating a write as adding a constant
+// to the tensor (same shape) or replacing it by a constant (new shape).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+
+#include "core/ops.hpp"
+#include "core/tape.hpp"
+#include "fuzz_common.hpp"
+#include "nn/embedding.hpp"
+
+namespace {
+
+using tg::Array;
+using tg::Shape;
+using tg::Tensor;
+using tg::nn::EmbeddingBagMode;
+
+// Small programs on small tensors: thousands of them a second under ASan.
+constexpr std::size_t max_actions = 24, max_steps = 12, max_entries = 24, max_backwards = 3;
+constexpr std::size_t max_leaf_elements = 48;  // over all leaves: central differences cost 2 runs each
+
+// When float32 (tapegrad) and double (the reference) can be compared at all:
+// values stay below `huge`, no log/div/pow is near its pole (`pole`), and no
+// relu input or max tie is within `margin` of its kink. Outside, the program
+// still runs and its exceptions, versions and tape are checked; only values
+// and gradients are not.
+constexpr double huge = 1e3, pole = 0.1, margin = 1e-3;
+// Central differences in double: rounding ~ 1e-16 |L| / h, far below the
+// tolerances (1e-3 and 1e-2 relative; float32 rounding is 6e-8). Truncation,
+// h^2 f''' / 6, need not be: a large factor times the square of a steep
+// difference (22518 * (150 - (x - 2.5)^4)^2 at x = 1) has f''' ~ 10^10. So each
+// element is taken at h and 2h: their difference (3 times the truncation at h)
+// must be small, and Richardson's (4 D(h) - D(2h)) / 3 removes the h^2 term.
+constexpr double fd_step = 1e-6;
+
+struct Stats {  // printed at exit when TAPEGRAD_FUZZ_STATS is set
+  unsigned long programs = 0, ops = 0, refused_ops = 0, writes = 0, backwards = 0, refused_backwards = 0,
+                checked_backwards = 0, steep_backwards = 0, checked_elements = 0;
+  std::map<std::string, unsigned long> refusals;  // why backward() refused, by the model
+  ~Stats() {
+    if (!std::getenv("TAPEGRAD_FUZZ_STATS")) return;
+    std::fprintf(stderr,
+                 "graph: %lu programs, %lu ops (%lu refused), %lu writes, %lu backward (%lu refused, %lu "
+                 "checked against central differences, %lu gradient elements; %lu too steep to check)\n",
+                 programs, ops, refused_ops, writes, backwards, refused_backwards, checked_backwards,
+                 checked_elements, steep_backwards);
+    for (const auto& [why, n] : refusals) std::fprintf(stderr, "  refused: %lu %s\n", n, why.c_str());
+  }
+} stats;
+
+// TAPEGRAD_FUZZ_TRACE=1 prints each action of a program: to see what a crash did.
+const bool tracing = std::getenv("TAPEGRAD_FUZZ_TRACE") != nullptr;
+void trace(const std::string& line) {
+  if (tracing) std::fprintf(stderr, "  %s\n", line.c_str());
+}
+
+std::size_t numel(const Shape& s) {
+  std::size_t n = 1;
+  for (std::size_t d : s) n *= d;
+  return n;
+}
+
+// Bit for bit (NaN equals itself): "unchanged" means exactly that.
+bool same(const Array& a, const Array& b) {
+  return a.shape() == b.shape() &&
+         (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+bool same(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+std::string str(const Shape& s) {
+  return tg::shape_str(s);
+}
+
+// ------------------------------------------------------------ the reference
+
+struct Val {  // a tensor in double
+  Shape shape;
+  std::vector<double> v;
+};
+
+Val zeros(const Shape& s) {
+  return {s, std::vector<double>(numel(s), 0.0)};
+}
+
+std::string vals_str(const Val& x) {
+  std::string s = str(x.shape) + " [";
+  for (std::size_t i = 0; i < x.v.size(); ++i) s += (i ? ", " : "") + std::to_string(x.v[i]);
+  return s + "]";
+}
+
+Val of(const Array& a) {
+  Val r = zeros(Shape(a.shape().begin(), a.shape().end()));
+  for (std::size_t i = 0; i < r.v.size(); ++i) r.v[i] = a.data()[i];
+  return r;
+}
+
+Array to_array(const Val& x) {
+  Array a = xt::empty<float>(x.shape);
+  for (std::size_t i = 0; i < x.v.size(); ++i) a.data()[i] = static_cast<float>(x.v[i]);
+  return a;
+}
+
+// What one evaluation of the reference met on its way.
+struct Check {
+  bool wild = false;              // a pole, NaN or a huge value: float and double may part
+  bool kink = false;              // within `margin` of relu's 0 or of a tie in max
+  std::vector<int64_t> branches;  // relu signs and max positions, in order
+};
+
+// NumPy's broadcasting, aligned from the right; nullopt when the shapes clash.
+std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::size_t da = i + a.size() >= out.size() ? a[i + a.size() - out.size()] : 1;
+    const std::size_t db = i + b.size() >= out.size() ? b[i + b.size() - out.size()] : 1;
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Element `flat` of a tensor of shape `out` read from `in` broadcast to it.
+std::size_t source(std::size_t flat, const Shape& out, const Shape& in) {
+  std::size_t at = 0, stride = 1;
+  for (std::size_t d = out.size(); d-- > 0;) {
+    const std::size_t i = flat % out[d];
+    flat /= out[d];
+    if (d + in.size() < out.size()) continue;  // a dim `in` does not have
+    const std::size_t n = in[d + in.size() - out.size()];
+    if (n != 1) at += i * stride;
+    stride *= n;
+  }
+  return at;
+}
+
+template <class F>
+Val binary(const Val& a, const Val& b, F f) {
+  Val r = zeros(*broadcast(a.shape, b.shape));
+  for (std::size_t i = 0; i < r.v.size(); ++i)
+    r.v[i] = f(a.v[source(i, r.shape, a.shape)], b.v[source(i, r.shape, b.shape)]);
+  return r;
+}
+
+template <class F>
+Val unary(const Val& a, F f) {
+  Val r = a;
+  for (double& x : r.v) x = f(x);
+  return r;
+}
+
+// A tensor as [outer, n, inner] around axis ax: element (o, j, i) at (o * n + j) * inner + i.
+struct Split {
+  std::size_t outer = 1, n = 1, inner = 1;
+};
+Split split(const Shape& s, std::size_t ax) {
+  Split r;
+  for (std::size_t i = 0; i < s.size(); ++i) (i < ax ? r.outer : i == ax ? r.n : r.inner) *= s[i];
+  return r;
+}
+
+Shape reduce_shape(Shape s, std::size_t ax, bool keepdim) {
+  if (keepdim)
+    s[ax] = 1;
+  else
+    s.erase(s.begin() + static_cast<std::ptrdiff_t>(ax));
+  return s;
+}
+
+Val sum_axis(const Val& a, std::size_t ax, bool keepdim) {
+  const Split s = split(a.shape, ax);
+  Val r = zeros(reduce_shape(a.shape, ax, keepdim));
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t j = 0; j < s.n; ++j)
+      for (std::size_t i = 0; i < s.inner; ++i) r.v[o * s.inner + i] += a.v[(o * s.n + j) * s.inner + i];
+  return r;
+}
+
+Val sum_all(const Val& a) {
+  Val r = zeros({});
+  for (double x : a.v) r.v[0] += x;
+  return r;
+}
+
+Val scale(Val a, double s) {
+  for (double& x : a.v) x *= s;
+  return a;
+}
+
+// The largest of `xs` (the first on ties), noting how close the runner-up came.
+std::size_t argmax(const std::vector<double>& xs, Check& c) {
+  std::size_t best = 0;
+  for (std::size_t j = 1; j < xs.size(); ++j)
+    if (xs[j] > xs[best]) best = j;
+  for (std::size_t j = 0; j < xs.size(); ++j)
+    if (j != best && !(xs[best] - xs[j] >= margin)) c.kink = true;
+  c.branches.push_back(static_cast<int64_t>(best));
+  return best;
+}
+
+Val max_axis(const Val& a, std::size_t ax, bool keepdim, Check& c) {
+  const Split s = split(a.shape, ax);
+  Val r = zeros(reduce_shape(a.shape, ax, keepdim));
+  std::vector<double> col(s.n);
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t i = 0; i < s.inner; ++i) {
+      for (std::size_t j = 0; j < s.n; ++j) col[j] = a.v[(o * s.n + j) * s.inner + i];
+      r.v[o * s.inner + i] = col[argmax(col, c)];
+    }
+  return r;
+}
+
+Val log_softmax_axis(const Val& a, std::size_t ax) {
+  const Split s = split(a.shape, ax);
+  Val r = a;
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t i = 0; i < s.inner; ++i) {
+      auto at = [&](std::size_t j) { return (o * s.n + j) * s.inner + i; };
+      double m = -INFINITY, z = 0;
+      for (std::size_t j = 0; j < s.n; ++j) m = std::max(m, a.v[at(j)]);
+      for (std::size_t j = 0; j < s.n; ++j) z += std::exp(a.v[at(j)] - m);
+      for (std::size_t j = 0; j < s.n; ++j) r.v[at(j)] = a.v[at(j)] - m - std::log(z);
+    }
+  return r;
+}
+
+Val reduce(const Val& per_item, tg::Reduction r) {
+  if (r == tg::Reduction::none) return per_item;
+  Val s = sum_all(per_item);
+  return r == tg::Reduction::sum ? s : scale(s, 1.0 / static_cast<double>(per_item.v.size()));
+}
+
+// ------------------------------------------------------------------- ops
+
+struct Params {
+  float s = 0;  // a scalar operand, or pow's exponent
+  int64_t dim0 = 0, dim1 = 0;
+  bool keepdim = false;
+  std::vector<int64_t> shape;  // reshape's target
+  std::vector<int64_t> ids;    // index_select's index, class targets, embedding ids
+  Shape ids_shape;
+  std::vector<int64_t> offsets;  // EmbeddingBag with offsets
+  bool with_offsets = false;
+  tg::Reduction reduction = tg::Reduction::mean;
+  EmbeddingBagMode mode = EmbeddingBagMode::sum;
+  bool include_last = false, sparse = false, with_bias = false;
+  std::optional<int64_t> padding;
+  bool use_operator = false;  // a * 2 rather than mul(a, 2), ...
+};
+
+// What an op must do with these shapes: succeed with shape `out`, or throw one
+// of the flagged kinds (either one when both mistakes are present).
+struct Expect {
+  bool shape_error = false, index_error = false;
+  Shape out;
+  bool ok() const { return !shape_error && !index_error; }
+};
+
+Expect fails_shape() {
+  return {true, false, {}};
+}
+Expect gives(Shape s) {
+  return {false, false, std::move(s)};
+}
+
+class Program;
+struct Call {
+  std::vector<int> in;  // operands: entries of the program
+  Params p;
+};
+
+using Shapes = std::vector<Shape>;
+using Tensors = std::vector<Tensor>;
+using Vals = std::vector<const Val*>;
+
+struct Op {
+  const char* name;             // what a refusal's message must name
+  const char* node;             // the op name on the tape entry that makes the output
+  unsigned (*reads)(std::size_t operands);  // bit i: backward reads operand i's values
+  bool reads_output;                        // backward reads the output's values
+  void (*draw)(Program&, Call&);
+  Expect (*predict)(const Shapes&, const Params&);
+  Tensor (*run)(const Tensors&, const Params&);
+  // `base`: the output at the point where the program ran, for parts the op
+  // treats as constants (Embedding's padding row); null while computing it.
+  Val (*ref)(const Vals&, const Params&, Check&, const Val* base);
+};
+
+unsigned reads_none(std::size_t) {
+  return 0;
+}
+unsigned reads_first(std::size_t) {
+  return 1;
+}
+unsigned reads_two(std::size_t) {
+  return 3;
+}
+
+bool dim_ok(int64_t d, std::size_t rank) {
+  const int64_t r = static_cast<int64_t>(rank);
+  return d >= -r && d < r;
+}
+std::size_t axis(int64_t d, std::size_t rank) {
+  return static_cast<std::size_t>(d < 0 ? d + static_cast<int64_t>(rank) : d);
+}
+
+// ------------------------------------------------------------ the program
+
+struct Entry {             // a tensor the program made: a leaf or an op's output
+  Tensor t;                // the program's handle; empty once dropped
+  std::weak_ptr<tg::TensorImpl> impl;
+  bool held = true;
+  int step = -1;           // the step that made it; -1 for a leaf
+  bool requires_grad = false;
+  bool recorded = false;   // has a tape node
+  bool wild = false;       // depends on a value where float and double may part
+  // values[j]: the values after j in-place writes. values[0] is where the
+  // program ran (leaf values, or the reference's output for this step).
+  std::vector<Val> values;
+  bool retains = false;  // retain_grad() was called on this output
+  // Leaves and outputs that retain their gradient: the gradient backward()
+  // should have accumulated so far; unknown once a backward() ran where
+  // differences cannot be trusted.
+  bool grad_known = true;
+  std::optional<Val> grad;
+  std::optional<Shape> grad_shape;  // of the gradient it holds, known or not
+};
+
+struct Step {
+  const Op* op;
+  Call call;
+  std::vector<std::size_t> in_version;  // of each operand when the op ran
+  int out = -1;
+  bool no_grad = false, recorded = false, released = false, kink = false;
+  std::vector<int64_t> branches;  // Check::branches where the program ran
+};
+
+struct Perturb {  // central differences: element k of a leaf (or an output) moved by delta
+  int leaf = -1;
+  std::size_t k = 0;
+  double delta = 0;
+};
+
+enum class Got { ok, invalid_argument, out_of_range, logic_error };
+
+const char* got_str(Got g) {
+  switch (g) {
+    case Got::ok: return "no exception";
+    case Got::invalid_argument: return "std::invalid_argument";
+    case Got::out_of_range: return "std::out_of_range";
+    case Got::logic_error: return "std::logic_error";
+  }
+  return "?";
+}
+
+// Runs f and says which documented exception it threw; anything else is a broken promise.
+template <class F>
+Got attempt(F f, std::string& what) {
+  try {
+    f();
+    return Got::ok;
+  } catch (const std::exception& e) {
+    what = e.what();
+    if (typeid(e) == typeid(std::invalid_argument)) return Got::invalid_argument;
+    if (typeid(e) == typeid(std::out_of_range)) return Got::out_of_range;
+    if (typeid(e) == typeid(std::logic_error)) return Got::logic_error;
+    fuzz::broken(std::string("undocumented exception type ") + typeid(e).name() + ": " + what);
+  }
+}
+
+class Program {
+ public:
+  explicit Program(fuzz::Bytes& in) : in_(in) {}
+  void run();
+
+  fuzz::Bytes& in() { return in_; }
+  const Shape& shape(int e) const { return entries_[e].values.back().shape; }
+  int pick();                                  // an entry the program holds
+  int fresh(Shape s, bool force = false);      // a new leaf of shape s (or pick() when over budget)
+  int pick_or_fit(Shape s);                    // either, as the next byte says
+  Shape draw_shape();
+
+ private:
+  void op(const Op& op);
+  void write();
+  void backward();
+  void drop();
+  void detach();
+  void zero_grad();
+  void retain_grad();
+  void check_tape();
+
+  const Val& value(int e, std::size_t version, const std::vector<Val>& now, const Perturb& d) const;
+  std::vector<Val> eval(const Perturb& d, std::vector<std::vector<int64_t>>* branches) const;
+  std::vector<int> reach(int root) const;
+  std::optional<Got> why_not_runnable(int root, std::string& why) const;
+  bool stale_grad(int e) const;
+
+  fuzz::Bytes& in_;
+  std::vector<Entry> entries_;
+  std::vector<Step> steps_;
+  std::size_t leaf_elements_ = 0, backwards_ = 0;
+  mutable Val scratch_;
+};
+
+float leaf_value(uint8_t b, std::size_t k) {
+  // Magnitudes 0.25 .. 2.2 of either sign, exact in float; a small offset by
+  // position makes ties (max's kinks) rare.
+  const float m = static_cast<float>(4 + (b & 31)) / 16.0f + 0.0078125f * static_cast<float>(k % 7);
+  return b & 0x80 ? -m : m;
+}
+
+Shape Program::draw_shape() {
+  const uint8_t b = in_.byte();
+  Shape s(b & 3);
+  for (std::size_t& d : s) {
+    const uint8_t x = in_.byte();
+    d = x % 16 == 15 ? 0 : 1 + x % 3;  // now and then an empty dim
+  }
+  return s;
+}
+
+int Program::fresh(Shape s, bool force) {
+  const std::size_t n = numel(s);
+  if (!force && (entries_.size() >= max_entries || leaf_elements_ + n > max_leaf_elements)) return pick();
+  leaf_elements_ += n;
+  const bool requires_grad = in_.byte() % 8 != 0;
+  Array a = xt::empty<float>(s);
+  for (std::size_t k = 0; k < n; ++k) a.data()[k] = leaf_value(in_.byte(), k);
+  Entry e;
+  e.values.push_back(of(a));
+  e.t = Tensor(std::move(a), requires_grad);
+  e.impl = e.t.impl();
+  e.requires_grad = requires_grad;
+  trace("#" + std::to_string(entries_.size()) + " = leaf " + vals_str(e.values[0]) +
+        (requires_grad ? ", requires grad" : ""));
+  entries_.push_back(std::move(e));
+  return static_cast<int>(entries_.size()) - 1;
+}
+
+int Program::pick() {
+  std::vector<int> held;
+  for (std::size_t e = 0; e < entries_.size(); ++e)
+    if (entries_[e].held) held.push_back(static_cast<int>(e));
+  if (held.empty()) return fresh({1 + in_.byte() % 3u}, true);
+  // Counted from the newest: recent outputs are the usual operands.
+  return held[held.size() - 1 - in_.byte() % held.size()];
+}
+
+int Program::pick_or_fit(Shape s) {
+  return in_.byte() & 1 ? fresh(std::move(s)) : pick();
+}
+
+// ------------------------------------------------------------ the op table
+
+// Index from a byte: mostly in [0, n), sometimes n.. or negative.
+int64_t index_from(uint8_t b, std::size_t n) {
+  if (b < 0xE8) return n == 0 ? 0 : b % static_cast<int64_t>(n);
+  if (b < 0xF4) return static_cast<int64_t>(n) + (b & 3);
+  return -1 - (b & 3);
+}
+
+bool indices_ok(const std::vector<int64_t>& ids, std::size_t n) {
+  return std::all_of(ids.begin(), ids.end(),
+                     [n](int64_t i) { return i >= 0 && static_cast<std::size_t>(i) < n; });
+}
+
+// A dim for a tensor of rank r: mostly valid, sometimes one past either end.
+int64_t dim_from(uint8_t b, std::size_t r) {
+  const int64_t n = static_cast<int64_t>(r);
+  return static_cast<int64_t>(b % (2 * r + 2)) - n - 1;
+}
+
+tg::Reduction reduction_from(uint8_t b) {
+  return static_cast<tg::Reduction>(b % 3);
+}
+
+float scalar_from(uint8_t b) {
+  static const float s[] = {0.5f, -1.5f, 2.0f, -0.75f, 3.0f, 0.25f, -2.0f, 1.0f};
+  return s[b % 8];
+}
+
+// --- elementwise, broadcasting
+
+void draw_binary(Program& pr, Call& c) {
+  const int a = pr.pick();
+  // A partner that mostly broadcasts: trailing dims of a, some set to 1, maybe one more in front.
+  Shape s = pr.shape(a);
+  const uint8_t b = pr.in().byte();
+  s.erase(s.begin(), s.begin() + static_cast<std::ptrdiff_t>((b & 3) % (s.size() + 1)));
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if ((b >> (2 + i)) & 1) s[i] = 1;
+  if (b & 0x80 && s.size() < 3) s.insert(s.begin(), 2);
+  const int other = pr.pick_or_fit(s);
+  c.in = b & 0x40 ? std::vector<int>{other, a} : std::vector<int>{a, other};
+  c.p.use_operator = b & 0x20;
+}
+
+Expect predict_broadcast(const Shapes& s, const Params&) {
+  const auto out = broadcast(s[0], s[1]);
+  return out ? gives(*out) : fails_shape();
+}
+
+bool near_zero(double y) {
+  return !(std::abs(y) >= pole);
+}
+
+// --- unary and scalar forms
+
+void draw_unary(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const uint8_t b = pr.in().byte();
+  c.p.s = scalar_from(b);
+  c.p.use_operator = b & 0x10;
+}
+
+void draw_pow(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  static const float p[] = {2.0f, 3.0f, -1.0f, 0.5f, -0.5f, 1.5f, 1.0f, 0.0f, -2.0f};
+  c.p.s = p[pr.in().byte() % 9];
+}
+
+Expect predict_same(const Shapes& s, const Params&) {
+  return gives(s[0]);
+}
+
+// --- matmul and linear
+
+void draw_matmul(Program& pr, Call& c) {
+  const int a = pr.pick();
+  const Shape& s = pr.shape(a);
+  const std::size_t k = s.empty() ? 1 : s.back();
+  c.in = {a, pr.pick_or_fit({k, 1 + pr.in().byte() % 3u})};
+}
+
+Expect predict_matmul(const Shapes& s, const Params&) {
+  const Shape &a = s[0], &b = s[1];
+  if ((a.size() != 2 && a.size() != 3) || b.size() != 2 || a.back() != b[0]) return fails_shape();
+  Shape out = a;
+  out.back() = b[1];
+  return gives(out);
+}
+
+// Rows of a [.., k] tensor seen as 2-d: the product of all dims but the last.
+std::size_t leading(const Shape& s) {
+  return numel(Shape(s.begin(), s.end() - 1));
+}
+
+Val ref_matmul(const Vals& x, const Params&, Check&, const Val*) {
+  const Val &a = *x[0], &b = *x[1];
+  const std::size_t k = b.shape[0], m = b.shape[1], rows = leading(a.shape);
+  Shape out = a.shape;
+  out.back() = m;
+  Val r = zeros(out);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < m; ++j)
+      for (std::size_t l = 0; l < k; ++l) r.v[i * m + j] += a.v[i * k + l] * b.v[l * m + j];
+  return r;
+}
+
+void draw_linear(Program& pr, Call& c) {
+  const int x = pr.pick();
+  const Shape& s = pr.shape(x);
+  const std::size_t in = s.empty() ? 1 : s.back(), out = 1 + pr.in().byte() % 3u;
+  const int w = pr.pick_or_fit({out, in});
+  c.in = {x, w};
+  c.p.with_bias = pr.in().byte() & 1;
+  if (c.p.with_bias) c.in.push_back(pr.pick_or_fit({pr.shape(w).empty() ? 1 : pr.shape(w)[0]}));
+}
+
+Expect predict_linear(const Shapes& s, const Params& p) {
+  const Shape &x = s[0], &w = s[1];
+  if (w.size() != 2 || x.empty() || x.back() != w[1]) return fails_shape();
+  if (p.with_bias && s[2] != Shape{w[0]}) return fails_shape();
+  Shape out = x;
+  out.back() = w[0];
+  return gives(out);
+}
+
+Val ref_linear(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val &a = *x[0], &w = *x[1];
+  const std::size_t out_f = w.shape[0], in = w.shape[1], rows = leading(a.shape);
+  Shape out = a.shape;
+  out.back() = out_f;
+  Val r = zeros(out);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t o = 0; o < out_f; ++o) {
+      double acc = p.with_bias ? x[2]->v[o] : 0.0;
+      for (std::size_t l = 0; l < in; ++l) acc += a.v[i * in + l] * w.v[o * in + l];
+      r.v[i * out_f + o] = acc;
+    }
+  return r;
+}
+
+// --- reductions, softmax, shape
+
+void draw_dim(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const uint8_t b = pr.in().byte();
+  c.p.dim0 = dim_from(b, pr.shape(c.in[0]).size());
+  c.p.keepdim = b & 0x80;
+}
+
+Expect predict_reduce(const Shapes& s, const Params& p, bool needs_items) {
+  if (!dim_ok(p.dim0, s[0].size())) return fails_shape();
+  const std::size_t ax = axis(p.dim0, s[0].size());
+  if (needs_items && s[0][ax] == 0) return fails_shape();
+  return gives(reduce_shape(s[0], ax, p.keepdim));
+}
+
+void draw_reshape(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const uint8_t b = pr.in().byte();
+  std::size_t left = numel(pr.shape(c.in[0]));
+  const std::size_t rank = b & 3;
+  if (b & 0x80) {  // any sizes, often wrong
+    for (std::size_t i = 0; i < rank; ++i) c.p.shape.push_back(static_cast<int64_t>(pr.in().byte() % 5) - 1);
+    return;
+  }
+  // Sizes that fit: each a divisor of what is left, the last takes the rest.
+  for (std::size_t i = 0; i + 1 < rank; ++i) {
+    std::size_t d = 1 + pr.in().byte() % 4;
+    while (left % d != 0) --d;
+    c.p.shape.push_back(static_cast<int64_t>(d));
+    left /= d;
+  }
+  if (rank > 0) c.p.shape.push_back(static_cast<int64_t>(left));
+  if (rank > 0 && (b & 0x40)) c.p.shape[(b >> 2) % rank] = -1;
+}
+
+Expect predict_reshape(const Shapes& s, const Params& p) {
+  Shape out;
+  std::size_t known = 1;
+  int infer = -1;
+  for (std::size_t i = 0; i < p.shape.size(); ++i) {
+    if (p.shape[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+      out.push_back(0);
+    } else if (p.shape[i] < 0) {
+      return fails_shape();
+    } else {
+      out.push_back(static_cast<std::size_t>(p.shape[i]));
+      known *= out.back();
+    }
+  }
+  const std::size_t n = numel(s[0]);
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0) return fails_shape();
+    out[infer] = n / known;
+    known *= out[infer];
+  }
+  if (known != n) return fails_shape();
+  return gives(out);
+}
+
+void draw_transpose(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const std::size_t r = pr.shape(c.in[0]).size();
+  c.p.dim0 = dim_from(pr.in().byte(), r);
+  c.p.dim1 = dim_from(pr.in().byte(), r);
+}
+
+Expect predict_transpose(const Shapes& s, const Params& p) {
+  const std::size_t r = s[0].size();
+  if (!dim_ok(p.dim0, r) || !dim_ok(p.dim1, r)) return fails_shape();
+  Shape out = s[0];
+  std::swap(out[axis(p.dim0, r)], out[axis(p.dim1, r)]);
+  return gives(out);
+}
+
+Val ref_transpose(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val& a = *x[0];
+  const std::size_t r = a.shape.size(), d0 = axis(p.dim0, r), d1 = axis(p.dim1, r);
+  Shape out = a.shape;
+  std::swap(out[d0], out[d1]);
+  Val y = zeros(out);
+  std::vector<std::size_t> idx(r);
+  for (std::size_t flat = 0; flat < y.v.size(); ++flat) {
+    std::size_t f = flat;
+    for (std::size_t d = r; d-- > 0;) {
+      idx[d] = f % out[d];
+      f /= out[d];
+    }
+    std::swap(idx[d0], idx[d1]);
+    std::size_t src = 0;
+    for (std::size_t d = 0; d < r; ++d) src = src * a.shape[d] + idx[d];
+    y.v[flat] = a.v[src];
+  }
+  return y;
+}
+
+// --- indexing and losses
+
+std::vector<int64_t> ids_from(Program& pr, std::size_t count, std::size_t n) {
+  std::vector<int64_t> ids;
+  for (std::size_t i = 0; i < count; ++i) ids.push_back(index_from(pr.in().byte(), n));
+  return ids;
+}
+
+void draw_index_select(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const Shape& s = pr.shape(c.in[0]);
+  const uint8_t b = pr.in().byte();
+  c.p.dim0 = b & 0x80 ? dim_from(b, s.size()) : 0;
+  const std::size_t count = (b >> 2) & 3;
+  c.p.ids_shape = b & 0x40 ? Shape{1, count} : Shape{count};  // a 2-d index is refused
+  c.p.ids = ids_from(pr, count, s.empty() ? 0 : s[0]);
+}
+
+Expect predict_index_select(const Shapes& s, const Params& p) {
+  const Shape& a = s[0];
+  if (a.empty() || !dim_ok(p.dim0, a.size()) || axis(p.dim0, a.size()) != 0 || p.ids_shape.size() != 1)
+    return fails_shape();
+  Shape out = a;
+  out[0] = p.ids.size();
+  return {false, !indices_ok(p.ids, a[0]), out};
+}
+
+Val ref_index_select(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val& a = *x[0];
+  Shape out = a.shape;
+  out[0] = p.ids.size();
+  Val r = zeros(out);
+  const std::size_t row = a.shape[0] == 0 ? 0 : a.v.size() / a.shape[0];
+  for (std::size_t i = 0; i < p.ids.size(); ++i)
+    for (std::size_t c = 0; c < row; ++c) r.v[i * row + c] = a.v[p.ids[i] * row + c];
+  return r;
+}
+
+void draw_class_loss(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const Shape& s = pr.shape(c.in[0]);
+  const uint8_t b = pr.in().byte();
+  c.p.reduction = reduction_from(b);
+  const std::size_t n = s.empty() ? 1 : s[0];
+  const std::size_t count = b & 0x80 ? (b >> 2) & 3 : n;  // sometimes the wrong length
+  c.p.ids = ids_from(pr, count, s.size() > 1 ? s[1] : 1);
+  c.p.ids_shape = {count};
+}
+
+Expect predict_class_loss(const Shapes& s, const Params& p) {
+  const Shape& a = s[0];
+  if (a.size() != 2 || p.ids.size() != a[0]) return fails_shape();
+  return {false, !indices_ok(p.ids, a[1]), p.reduction == tg::Reduction::none ? Shape{a[0]} : Shape{}};
+}
+
+Val ref_nll(const Val& logp, const Params& p) {
+  const std::size_t n = logp.shape[0], c = logp.shape[1];
+  Val picked = zeros({n});
+  for (std::size_t i = 0; i < n; ++i) picked.v[i] = -logp.v[i * c + p.ids[i]];
+  return reduce(picked, p.reduction);
+}
+
+void draw_mse(Program& pr, Call& c) {
+  const int a = pr.pick();
+  c.in = {a, pr.pick_or_fit(pr.shape(a))};
+  c.p.reduction = reduction_from(pr.in().byte());
+}
+
+Expect predict_mse(const Shapes& s, const Params& p) {
+  if (s[0] != s[1]) return fails_shape();
+  // mean over no elements is refused (by mean(); PyTorch gives NaN)
+  if (p.reduction == tg::Reduction::mean && numel(s[0]) == 0) return fails_shape();
+  return gives(p.reduction == tg::Reduction::none ? s[0] : Shape{});
+}
+
+// --- Embedding and EmbeddingBag, with an operand as the weight
+
+std::optional<int64_t> padding_from(Program& pr, std::size_t rows) {
+  const uint8_t b = pr.in().byte();
+  if (b < 0xA0) return std::nullopt;
+  return static_cast<int64_t>(b % (2 * rows + 2)) - static_cast<int64_t>(rows) - 1;  // [-rows-1, rows]
+}
+
+bool padding_ok(const std::optional<int64_t>& p, std::size_t rows) {
+  return !p || (*p >= -static_cast<int64_t>(rows) && *p < static_cast<int64_t>(rows));
+}
+
+std::optional<std::size_t> padding_row(const std::optional<int64_t>& p, std::size_t rows) {
+  if (!p) return std::nullopt;
+  return static_cast<std::size_t>(*p < 0 ? *p + static_cast<int64_t>(rows) : *p);
+}
+
+std::size_t rows_of(const Shape& w) {
+  return w.empty() ? 1 : w[0];
+}
+
+void draw_embedding(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte();
+  c.in = {pr.pick_or_fit({1 + b % 4u, 1 + (b >> 2) % 3u})};
+  const std::size_t rows = rows_of(pr.shape(c.in[0]));
+  c.p.ids_shape = Shape((b >> 4) % 3);
+  for (std::size_t& d : c.p.ids_shape) d = pr.in().byte() % 4;
+  c.p.ids = ids_from(pr, numel(c.p.ids_shape), rows);
+  c.p.padding = padding_from(pr, rows);
+  c.p.sparse = b & 0x40;
+}
+
+Expect predict_embedding(const Shapes& s, const Params& p) {
+  const Shape& w = s[0];
+  if (!padding_ok(p.padding, rows_of(w)) || w.size() != 2) return fails_shape();
+  Shape out = p.ids_shape;
+  out.push_back(w[1]);
+  return {false, !indices_ok(p.ids, w[0]), out};
+}
+
+tg::Indices indices(const std::vector<int64_t>& ids, const Shape& shape) {
+  return tg::Indices(xt::adapt(ids, shape));
+}
+
+std::size_t dim_of(const Shape& w) {
+  return w.size() > 1 ? w[1] : 1;
+}
+
+Tensor run_embedding(const Tensors& t, const Params& p) {
+  tg::Generator gen(0);
+  tg::nn::Embedding emb(rows_of(t[0].shape()), dim_of(t[0].shape()),
+                        {.padding_idx = p.padding, .sparse = p.sparse}, gen);
+  emb.weight = t[0];  // a public member, as in PyTorch: any tensor may be put there
+  return emb(indices(p.ids, p.ids_shape));
+}
+
+Val ref_embedding(const Vals& x, const Params& p, Check&, const Val* base) {
+  const Val& w = *x[0];
+  const std::size_t dim = w.shape[1];
+  const auto pad = padding_row(p.padding, w.shape[0]);
+  Shape out = p.ids_shape;
+  out.push_back(dim);
+  Val r = zeros(out);
+  for (std::size_t k = 0; k < p.ids.size(); ++k)
+    for (std::size_t c = 0; c < dim; ++c)
+      // The padding row is returned as stored but gets no gradient: a constant.
+      r.v[k * dim + c] = base && pad == static_cast<std::size_t>(p.ids[k]) ? base->v[k * dim + c]
+                                                                           : w.v[p.ids[k] * dim + c];
+  return r;
+}
+
+void draw_embedding_bag(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte();
+  c.in = {pr.pick_or_fit({1 + b % 4u, 1 + (b >> 2) % 3u})};
+  const std::size_t rows = rows_of(pr.shape(c.in[0]));
+  const uint8_t f = pr.in().byte();
+  c.p.mode = static_cast<EmbeddingBagMode>(f % 3);
+  c.p.include_last = f & 4;
+  c.p.sparse = f & 8;
+  c.p.with_offsets = !(f & 16);
+  if (c.p.with_offsets) {
+    const std::size_t n = pr.in().byte() % 6;
+    c.p.ids_shape = f & 32 ? Shape{1, n} : Shape{n};  // a 2-d input with offsets is refused
+    const std::size_t count = pr.in().byte() % 4;
+    int64_t at = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const uint8_t o = pr.in().byte();
+      at += i == 0 ? 0 : o < 0xF0 ? o % 3 : static_cast<int64_t>(o & 7) - 4;  // now and then back
+      if (o == 0xFF) at = 7;
+      c.p.offsets.push_back(at);
+    }
+  } else {
+    c.p.ids_shape = {pr.in().byte() % 3u, pr.in().byte() % 3u};
+  }
+  c.p.ids = ids_from(pr, numel(c.p.ids_shape), rows);
+  c.p.padding = padding_from(pr, rows);
+  if (f & 64) c.in.push_back(pr.pick_or_fit(c.p.ids_shape));  // per_sample_weights
+}
+
+unsigned reads_bag(std::size_t operands) {
+  return operands > 1 ? 1 : 0;  // the weight's rows, for the per-sample weights' gradient
+}
+
+// Where each bag starts (bags + 1 entries), for an accepted call.
+std::vector<std::size_t> bag_starts(const Params& p) {
+  std::vector<std::size_t> starts;
+  const std::size_t n = p.ids.size();
+  if (!p.with_offsets) {
+    for (std::size_t b = 0; b <= p.ids_shape[0]; ++b) starts.push_back(b * p.ids_shape[1]);
+    return starts;
+  }
+  for (int64_t o : p.offsets) starts.push_back(static_cast<std::size_t>(o));
+  if (!p.include_last) starts.push_back(n);
+  return starts;
+}
+
+Expect predict_embedding_bag(const Shapes& s, const Params& p) {
+  const Shape& w = s[0];
+  Expect e;
+  if (!padding_ok(p.padding, rows_of(w)) || w.size() != 2) return fails_shape();
+  const std::size_t n = p.ids.size();
+  if (p.with_offsets) {
+    if (p.ids_shape.size() != 1) return fails_shape();
+    const auto& o = p.offsets;
+    if (p.include_last && o.empty()) e.shape_error = true;
+    if (!o.empty() && o[0] != 0) e.shape_error = true;
+    for (std::size_t b = 0; b < o.size(); ++b) {
+      if (b > 0 && o[b] < o[b - 1]) e.shape_error = true;
+      if (o[b] < 0 || static_cast<std::size_t>(o[b]) > n) e.index_error = true;
+    }
+    if (p.include_last && !o.empty() && o.back() != static_cast<int64_t>(n)) e.shape_error = true;
+  }
+  if (!indices_ok(p.ids, w[0])) e.index_error = true;
+  if (s.size() > 1 && (p.mode != EmbeddingBagMode::sum || s[1] != p.ids_shape)) e.shape_error = true;
+  if (!e.ok()) return e;
+  return gives({bag_starts(p).size() - 1, w[1]});
+}
+
+Tensor run_embedding_bag(const Tensors& t, const Params& p) {
+  tg::Generator gen(0);
+  tg::nn::EmbeddingBag bag(rows_of(t[0].shape()), dim_of(t[0].shape()),
+                           {.mode = p.mode, .include_last_offset = p.include_last, .padding_idx = p.padding,
+                            .sparse = p.sparse},
+                           gen);
+  bag.weight = t[0];
+  std::optional<Tensor> psw;
+  if (t.size() > 1) psw = t[1];
+  if (p.with_offsets)
+    return bag(indices(p.ids, p.ids_shape), indices(p.offsets, {p.offsets.size()}), psw);
+  return bag(indices(p.ids, p.ids_shape), psw);
+}
+
+Val ref_embedding_bag(const Vals& x, const Params& p, Check& c, const Val*) {
+  const Val& w = *x[0];
+  const std::size_t dim = w.shape[1];
+  const auto pad = padding_row(p.padding, w.shape[0]);
+  const std::vector<std::size_t> starts = bag_starts(p);
+  Val r = zeros({starts.size() - 1, dim});
+  for (std::size_t b = 0; b + 1 < starts.size(); ++b) {
+    std::vector<std::size_t> members;  // entries that are not padding
+    for (std::size_t k = starts[b]; k < starts[b + 1]; ++k)
+      if (pad != static_cast<std::size_t>(p.ids[k])) members.push_back(k);
+    for (std::size_t col = 0; col < dim; ++col) {
+      auto row = [&](std::size_t k) { return w.v[p.ids[k] * dim + col]; };
+      double& out = r.v[b * dim + col];
+      if (p.mode == EmbeddingBagMode::max) {
+        if (members.empty()) continue;
+        std::vector<double> xs;
+        for (std::size_t k : members) xs.push_back(row(k));
+        out = xs[argmax(xs, c)];
+        continue;
+      }
+      for (std::size_t k : members)
+        out += row(k) * (p.mode == EmbeddingBagMode::mean ? 1.0 / static_cast<double>(members.size())
+                         : x.size() > 1                   ? x[1]->v[k]
+                                                          : 1.0);
+    }
+  }
+  return r;
+}
+
+// --- the table. `name` is what a refusal must mention; `node` names the tape
+// entry of the output (for ops made of several, the last one).
+
+const Op ops[] = {
+    {"add", "add", reads_none, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] + t[1] : tg::add(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check&, const Val*) {
+       return binary(*x[0], *x[1], [](double a, double b) { return a + b; });
+     }},
+    {"sub", "sub", reads_none, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] - t[1] : tg::sub(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check&, const Val*) {
+       return binary(*x[0], *x[1], [](double a, double b) { return a - b; });
+     }},
+    {"mul", "mul", reads_two, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] * t[1] : tg::mul(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check&, const Val*) {
+       return binary(*x[0], *x[1], [](double a, double b) { return a * b; });
+     }},
+    {"div", "div", reads_two, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] / t[1] : tg::div(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       for (double y : x[1]->v) c.wild |= near_zero(y);
+       return binary(*x[0], *x[1], [](double a, double b) { return a / b; });
+     }},
+    {"add_scalar", "add_scalar", reads_none, false, draw_unary,
+     predict_same,  // a + s, s + a
+     [](const Tensors& t, const Params& p) { return p.use_operator ? p.s + t[0] : tg::add(t[0], p.s); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return unary(*x[0], [s = double(p.s)](double a) { return a + s; });
+     }},
+    {"sub_scalar", "add_scalar", reads_none, false, draw_unary, predict_same,  // a - s
+     [](const Tensors& t, const Params& p) { return t[0] - p.s; },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       // a - s is a + (-s): exact in float too
+       return unary(*x[0], [s = double(-p.s)](double a) { return a + s; });
+     }},
+    {"rsub_scalar", "add_scalar", reads_none, false, draw_unary, predict_same,  // s - a
+     [](const Tensors& t, const Params& p) { return p.s - t[0]; },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return unary(*x[0], [s = double(p.s)](double a) { return s - a; });
+     }},
+    {"mul_scalar", "mul_scalar", reads_none, false, draw_unary, predict_same,  // a * s, s * a
+     [](const Tensors& t, const Params& p) { return p.use_operator ? p.s * t[0] : tg::mul(t[0], p.s); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return unary(*x[0], [s = double(p.s)](double a) { return a * s; });
+     }},
+    {"div_scalar", "mul_scalar", reads_none, false, draw_unary, predict_same,  // a / s
+     [](const Tensors& t, const Params& p) { return t[0] / p.s; },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return unary(*x[0], [s = double(p.s)](double a) { return a / s; });
+     }},
+    {"rdiv_scalar", "mul_scalar", reads_first, false, draw_unary, predict_same,  // s / a
+     [](const Tensors& t, const Params& p) { return p.s / t[0]; },
+     [](const Vals& x, const Params& p, Check& c, const Val*) {
+       for (double y : x[0]->v) c.wild |= near_zero(y);
+       return unary(*x[0], [s = double(p.s)](double a) { return s / a; });
+     }},
+    {"neg", "neg", reads_none, false, draw_unary, predict_same,
+     [](const Tensors& t, const Params& p) { return p.use_operator ? -t[0] : tg::neg(t[0]); },
+     [](const Vals& x, const Params&, Check&, const Val*) { return unary(*x[0], [](double a) { return -a; }); }},
+    {"pow", "pow", reads_first, false, draw_pow, predict_same,
+     [](const Tensors& t, const Params& p) { return tg::pow(t[0], p.s); },
+     [](const Vals& x, const Params& p, Check& c, const Val*) {
+       const double e = p.s;
+       for (double a : x[0]->v) {
+         if (e != std::floor(e) && !(a >= pole)) c.wild = true;  // a fractional power of a negative
+         if (e < 1 && e != 0 && near_zero(a)) c.wild = true;     // a pole of x^e or of its slope
+       }
+       return unary(*x[0], [e](double a) { return std::pow(a, e); });
+     }},
+    {"exp", "exp", reads_none, true, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::exp(t[0]); },
+     [](const Vals& x, const Params&, Check&, const Val*) {
+       return unary(*x[0], [](double a) { return std::exp(a); });
+     }},
+    {"log", "log", reads_first, false, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::log(t[0]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       for (double a : x[0]->v) c.wild |= !(a >= pole);
+       return unary(*x[0], [](double a) { return std::log(a); });
+     }},
+    {"tanh", "tanh", reads_none, true, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::tanh(t[0]); },
+     [](const Vals& x, const Params&, Check&, const Val*) {
+       return unary(*x[0], [](double a) { return std::tanh(a); });
+     }},
+    {"sigmoid", "sigmoid", reads_none, true, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::sigmoid(t[0]); },
+     [](const Vals& x, const Params&, Check&, const Val*) {
+       return unary(*x[0], [](double a) { return 1.0 / (1.0 + std::exp(-a)); });
+     }},
+    {"relu", "relu", reads_first, false, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::relu(t[0]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       for (double a : x[0]->v) {
+         c.kink |= !(std::abs(a) >= margin);
+         c.branches.push_back(a > 0);
+       }
+       return unary(*x[0], [](double a) { return a > 0 ? a : 0.0; });
+     }},
+    {"abs", "abs", reads_first, false, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::abs(t[0]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       for (double a : x[0]->v) {
+         c.kink |= !(std::abs(a) >= margin);
+         c.branches.push_back(a > 0);
+       }
+       return unary(*x[0], [](double a) { return std::abs(a); });
+     }},
+    {"sqrt", "sqrt", reads_none, true, draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::sqrt(t[0]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       for (double a : x[0]->v) c.wild |= !(a >= pole);  // NaN below 0, a pole of the slope at 0
+       return unary(*x[0], [](double a) { return std::sqrt(a); });
+     }},
+    {"maximum", "maximum", reads_two, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params&) { return tg::maximum(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       return binary(*x[0], *x[1], [&c](double a, double b) {
+         c.kink |= !(std::abs(a - b) >= margin);  // a tie splits the gradient
+         c.branches.push_back(a > b);
+         return a > b ? a : b;
+       });
+     }},
+    {"minimum", "minimum", reads_two, false, draw_binary, predict_broadcast,
+     [](const Tensors& t, const Params&) { return tg::minimum(t[0], t[1]); },
+     [](const Vals& x, const Params&, Check& c, const Val*) {
+       return binary(*x[0], *x[1], [&c](double a, double b) {
+         c.kink |= !(std::abs(a - b) >= margin);
+         c.branches.push_back(a < b);
+         return a < b ? a : b;
+       });
+     }},
+    {"matmul", "matmul", reads_two, false, draw_matmul, predict_matmul,
+     [](const Tensors& t, const Params&) { return tg::matmul(t[0], t[1]); }, ref_matmul},
+    {"linear", "linear", reads_two, false, draw_linear, predict_linear,
+     [](const Tensors& t, const Params& p) {
+       return tg::linear(t[0], t[1], p.with_bias ? std::optional<Tensor>(t[2]) : std::nullopt);
+     },
+     ref_linear},
+    {"sum", "sum", reads_none, false, draw_unary, [](const Shapes&, const Params&) { return gives({}); },
+     [](const Tensors& t, const Params&) { return tg::sum(t[0]); },
+     [](const Vals& x, const Params&, Check&, const Val*) { return sum_all(*x[0]); }},
+    {"sum", "sum", reads_none, false, draw_dim,
+     [](const Shapes& s, const Params& p) { return predict_reduce(s, p, false); },
+     [](const Tensors& t, const Params& p) { return tg::sum(t[0], p.dim0, p.keepdim); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return sum_axis(*x[0], axis(p.dim0, x[0]->shape.size()), p.keepdim);
+     }},
+    {"mean", "mul_scalar", reads_none, false, draw_unary,
+     [](const Shapes& s, const Params&) { return numel(s[0]) == 0 ? fails_shape() : gives({}); },
+     [](const Tensors& t, const Params&) { return tg::mean(t[0]); },
+     [](const Vals& x, const Params&, Check&, const Val*) {
+       return scale(sum_all(*x[0]), 1.0 / static_cast<double>(x[0]->v.size()));
+     }},
+    {"mean", "mul_scalar", reads_none, false, draw_dim,
+     [](const Shapes& s, const Params& p) { return predict_reduce(s, p, true); },
+     [](const Tensors& t, const Params& p) { return tg::mean(t[0], p.dim0, p.keepdim); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       const std::size_t ax = axis(p.dim0, x[0]->shape.size());
+       return scale(sum_axis(*x[0], ax, p.keepdim), 1.0 / static_cast<double>(x[0]->shape[ax]));
+     }},
+    {"max", "max", reads_none, false, draw_dim,
+     [](const Shapes& s, const Params& p) { return predict_reduce(s, p, true); },
+     [](const Tensors& t, const Params& p) { return tg::max(t[0], p.dim0, p.keepdim).values; },
+     [](const Vals& x, const Params& p, Check& c, const Val*) {
+       return max_axis(*x[0], axis(p.dim0, x[0]->shape.size()), p.keepdim, c);
+     }},
+    {"softmax", "softmax", reads_none, true, draw_dim,
+     [](const Shapes& s, const Params& p) { return dim_ok(p.dim0, s[0].size()) ? gives(s[0]) : fails_shape(); },
+     [](const Tensors& t, const Params& p) { return tg::softmax(t[0], p.dim0); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return unary(log_softmax_axis(*x[0], axis(p.dim0, x[0]->shape.size())),
+                    [](double a) { return std::exp(a); });
+     }},
+    {"log_softmax", "log_softmax", reads_none, true, draw_dim,
+     [](const Shapes& s, const Params& p) { return dim_ok(p.dim0, s[0].size()) ? gives(s[0]) : fails_shape(); },
+     [](const Tensors& t, const Params& p) { return tg::log_softmax(t[0], p.dim0); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return log_softmax_axis(*x[0], axis(p.dim0, x[0]->shape.size()));
+     }},
+    {"reshape", "reshape", reads_none, false, draw_reshape, predict_reshape,
+     [](const Tensors& t, const Params& p) { return tg::reshape(t[0], p.shape); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       Val r = *x[0];
+       r.shape = predict_reshape({x[0]->shape}, p).out;
+       return r;
+     }},
+    {"transpose", "transpose", reads_none, false, draw_transpose, predict_transpose,
+     [](const Tensors& t, const Params& p) { return tg::transpose(t[0], p.dim0, p.dim1); }, ref_transpose},
+    {"index_select", "index_select", reads_none, false, draw_index_select, predict_index_select,
+     [](const Tensors& t, const Params& p) { return tg::index_select(t[0], p.dim0, indices(p.ids, p.ids_shape)); },
+     ref_index_select},
+    {"cross_entropy", "nll_loss", reads_none, false, draw_class_loss, predict_class_loss,
+     [](const Tensors& t, const Params& p) {
+       return tg::cross_entropy(t[0], indices(p.ids, p.ids_shape), p.reduction);
+     },
+     [](const Vals& x, const Params& p, Check&, const Val*) { return ref_nll(log_softmax_axis(*x[0], 1), p); }},
+    {"nll_loss", "nll_loss", reads_none, false, draw_class_loss, predict_class_loss,
+     [](const Tensors& t, const Params& p) { return tg::nll_loss(t[0], indices(p.ids, p.ids_shape), p.reduction); },
+     [](const Vals& x, const Params& p, Check&, const Val*) { return ref_nll(*x[0], p); }},
+    {"mse_loss", nullptr, reads_none, false, draw_mse, predict_mse,
+     [](const Tensors& t, const Params& p) { return tg::mse_loss(t[0], t[1], p.reduction); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return reduce(binary(*x[0], *x[1], [](double a, double b) { return (a - b) * (a - b); }), p.reduction);
+     }},
+    {"Embedding", "embedding", reads_none, false, draw_embedding, predict_embedding, run_embedding,
+     ref_embedding},
+    {"EmbeddingBag", "embedding_bag", reads_bag, false, draw_embedding_bag, predict_embedding_bag,
+     run_embedding_bag, ref_embedding_bag},
+};
+constexpr std::size_t num_ops = sizeof(ops) / sizeof(ops[0]);
+
+// ------------------------------------------------------------ the driver
+
+bool close(double got, double want, double tol) {
+  return std::abs(got - want) <= tol;  // false for NaN
+}
+
+bool finite_and_tame(const Val& x) {
+  return std::all_of(x.v.begin(), x.v.end(), [](double a) { return std::abs(a) <= huge; });
+}
+
+// The values of `e` after `version` writes, with the program's leaves moved by d.
+const Val& Program::value(int e, std::size_t version, const std::vector<Val>& now, const Perturb& d) const {
+  const Entry& E = entries_[e];
+  if (version == 0) return now[e];
+  const Val& written = E.values[version];
+  const bool same_shape = written.shape == E.values[0].shape;
+  if (E.step >= 0 && !same_shape) return written;  // a new shape: a constant
+  // Same shape: the write added a constant, so what moves v0 moves this version
+  // too (for a leaf with a new shape: the element the nudge is at).
+  scratch_ = written;
+  if (same_shape) {
+    for (std::size_t i = 0; i < scratch_.v.size(); ++i) scratch_.v[i] += now[e].v[i] - E.values[0].v[i];
+  } else if (d.leaf == e && d.k < scratch_.v.size()) {
+    scratch_.v[d.k] += d.delta;
+  }
+  return scratch_;
+}
+
+// Every entry's first version, recomputed from the leaves moved by d.
+std::vector<Val> Program::eval(const Perturb& d, std::vector<std::vector<int64_t>>* branches) const {
+  std::vector<Val> now(entries_.size());
+  std::vector<Val> operands;
+  for (std::size_t e = 0; e < entries_.size(); ++e) {
+    const Entry& E = entries_[e];
+    if (E.step < 0) {
+      now[e] = E.values[0];
+      if (d.leaf == static_cast<int>(e) && d.k < now[e].v.size()) now[e].v[d.k] += d.delta;
+      continue;
+    }
+    const Step& s = steps_[E.step];
+    if (s.no_grad) {  // a constant: no gradient flows through it
+      now[e] = E.values[0];
+      continue;
+    }
+    operands.clear();
+    operands.reserve(s.call.in.size());
+    // (the output is nudged after it is computed, below)
+    for (std::size_t i = 0; i < s.call.in.size(); ++i)
+      operands.push_back(value(s.call.in[i], s.in_version[i], now, d));
+    Vals xs;
+    for (const Val& v : operands) xs.push_back(&v);
+    Check c;
+    now[e] = s.op->ref(xs, s.call.p, c, &E.values[0]);
+    if (d.leaf == static_cast<int>(e) && d.k < now[e].v.size()) now[e].v[d.k] += d.delta;  // retain_grad
+    if (branches) (*branches)[E.step] = std::move(c.branches);
+  }
+  return now;
+}
+
+// The steps backward() from `root` walks: its maker, and through the inputs
+// that have a maker on the tape, theirs.
+std::vector<int> Program::reach(int root) const {
+  std::vector<bool> seen(steps_.size());
+  std::vector<int> out;
+  if (entries_[root].recorded) {
+    seen[entries_[root].step] = true;
+    out.push_back(entries_[root].step);
+  }
+  for (std::size_t k = 0; k < out.size(); ++k)
+    for (int e : steps_[out[k]].call.in)
+      if (entries_[e].recorded && !seen[entries_[e].step]) {
+        seen[entries_[e].step] = true;
+        out.push_back(entries_[e].step);
+      }
+  return out;
+}
+
+// A leaf holding a gradient of another shape than its own (changed in place since).
+bool Program::stale_grad(int e) const {
+  const Entry& E = entries_[e];
+  return E.step < 0 && E.requires_grad && E.grad_shape && *E.grad_shape != E.values.back().shape;
+}
+
+// Whether backward() from `root` must refuse, by the README's rules.
+std::optional<Got> Program::why_not_runnable(int root, std::string& why) const {
+  for (int k : reach(root)) {
+    const Step& s = steps_[k];
+    if (s.released) {
+      why = std::string("reaches op '") + s.op->name + "' released by an earlier backward()";
+      return Got::logic_error;
+    }
+    const unsigned reads = s.op->reads(s.call.in.size());
+    for (std::size_t i = 0; i < s.call.in.size(); ++i) {
+      const Entry& in = entries_[s.call.in[i]];
+      if (stale_grad(s.call.in[i])) {
+        why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' holds a stale gradient";
+        return Got::logic_error;
+      }
+      if (in.values.size() - 1 == s.in_version[i]) continue;
+      if ((reads >> i) & 1) {
+        why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' was written; backward reads it";
+        return Got::logic_error;
+      }
+      if (in.values.back().shape != in.values[s.in_version[i]].shape) {
+        why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' changed shape";
+        return Got::logic_error;
+      }
+    }
+    const Entry& out = entries_[s.out];
+    if (out.values.size() > 1 && s.op->reads_output) {
+      why = std::string("the output of '") + s.op->name + "' was written; backward reads it";
+      return Got::logic_error;
+    }
+    if (out.values.back().shape != out.values[0].shape) {
+      why = std::string("the output of '") + s.op->name + "' changed shape";
+      return Got::logic_error;
+    }
+  }
+  return std::nullopt;
+}
+
+void Program::op(const Op& op) {
+  if (steps_.size() >= max_steps || entries_.size() >= max_entries) return;
+  const uint8_t f = in_.byte();
+  const bool no_grad = (f & 7) == 7, discard = (f & 0x18) == 0x18;
+  Call c;
+  op.draw(*this, c);
+  Shapes shapes;
+  Tensors ts;
+  bool any_grad = false;
+  for (int e : c.in) {
+    shapes.push_back(shape(e));
+    ts.push_back(entries_[e].t);
+    any_grad |= entries_[e].requires_grad;
+  }
+  const Expect want = op.predict(shapes, c.p);
+  std::vector<Array> before;
+  for (const Tensor& t : ts) before.push_back(t.value());
+  const std::size_t live_before = tg::Tape::current().live_count();
+
+  Tensor out;
+  std::string what;
+  Got got;
+  trace("#" + std::to_string(entries_.size()) + " = " + op.name + "(...)");
+  {
+    std::optional<tg::NoGradGuard> guard;
+    if (no_grad) guard.emplace();
+    got = attempt([&] { out = op.run(ts, c.p); }, what);
+  }
+  ++stats.ops;
+  std::string call = std::string(op.name) + " on";
+  for (std::size_t i = 0; i < shapes.size(); ++i) call += " #" + std::to_string(c.in[i]) + str(shapes[i]);
+  trace("#" + std::to_string(entries_.size()) + " = " + call + (no_grad ? " (no grad)" : "") +
+        (discard ? " (dropped)" : "") + ": " + got_str(got) + " " + what);
+  for (std::size_t i = 0; i < c.in.size(); ++i) {
+    const Entry& in = entries_[c.in[i]];
+    FUZZ_EXPECT(ts[i].version() == in.values.size() - 1, call + ": an input's version changed");
+    FUZZ_EXPECT(ts[i].shape() == in.values.back().shape, call + ": an input's shape changed");
+  }
+  if (!want.ok()) {
+    ++stats.refused_ops;
+    FUZZ_EXPECT((got == Got::invalid_argument && want.shape_error) || (got == Got::out_of_range && want.index_error),
+                call + ": expected " + (want.shape_error ? "std::invalid_argument " : "") +
+                    (want.index_error ? "std::out_of_range " : "") + "but got " + got_str(got) + " " + what);
+    FUZZ_EXPECT(what.find(op.name) != std::string::npos || (std::string(op.name) == "mse_loss" && what.find("mean") != std::string::npos),
+                call + ": the message does not name the op: " + what);
+    FUZZ_EXPECT(tg::Tape::current().live_count() == live_before, call + ": a refused call changed the tape");
+    for (std::size_t i = 0; i < c.in.size(); ++i)
+      FUZZ_EXPECT(same(ts[i].value(), before[i]), call + ": a refused call changed an input");
+    return;
+  }
+  FUZZ_EXPECT(got == Got::ok, call + ": refused a valid call: " + what);
+  FUZZ_EXPECT(out.shape() == want.out, call + ": output shape " + str(out.shape()) + ", expected " + str(want.out));
+  const bool recorded = !no_grad && any_grad;
+  FUZZ_EXPECT(out.requires_grad() == recorded && out.is_leaf() == !recorded, call + ": recorded when it should not be, or not when it should");
+  if (recorded && op.node)
+    FUZZ_EXPECT(out.creator()->op == op.node, call + ": its tape entry is called '" + out.creator()->op + "'");
+
+  // The reference, where the program ran.
+  Step s;
+  s.op = &op;
+  s.call = std::move(c);
+  s.no_grad = no_grad;
+  s.recorded = recorded;
+  Vals xs;
+  bool wild = false;
+  for (int e : s.call.in) {
+    s.in_version.push_back(entries_[e].values.size() - 1);
+    xs.push_back(&entries_[e].values.back());
+    wild |= entries_[e].wild;
+  }
+  Check chk;
+  Val want_val = op.ref(xs, s.call.p, chk, nullptr);
+  s.kink = chk.kink;
+  s.branches = std::move(chk.branches);
+  wild |= chk.wild || !finite_and_tame(want_val);
+  if (!wild) {
+    // float32 against double: relative to the output and the inputs' scale
+    // (an add of large inputs can cancel).
+    double scale = 1;
+    for (const Val* x : xs)
+      for (double a : x->v) scale = std::max(scale, std::abs(a));
+    const Val got_val = of(out.value());
+    for (std::size_t i = 0; i < want_val.v.size(); ++i)
+      FUZZ_EXPECT(close(got_val.v[i], want_val.v[i], 1e-3 * (scale + std::abs(want_val.v[i]))),
+                  call + ": value " + vals_str(got_val) + ", reference " + vals_str(want_val));
+  }
+
+  trace("  tapegrad " + vals_str(of(out.value())) + ", reference " + vals_str(want_val) + (wild ? " (wild)" : ""));
+  Entry e;
+  e.step = static_cast<int>(steps_.size());
+  e.requires_grad = e.recorded = recorded;
+  e.wild = wild;
+  e.values.push_back(std::move(want_val));
+  e.impl = out.impl();
+  if (discard)
+    e.held = false;  // made and dropped at once: its graph must go too
+  else
+    e.t = std::move(out);
+  s.out = static_cast<int>(entries_.size());
+  steps_.push_back(std::move(s));
+  entries_.push_back(std::move(e));
+}
+
+// An in-place write to a held tensor: copy_ (with and without NoGradGuard, of
+// the right shape or not), or a write through value_mut() (a new shape, one
+// element, or nothing changed at all).
+void Program::write() {
+  const int e = pick();
+  Entry& E = entries_[e];
+  Tensor& t = E.t;
+  const uint8_t kind = in_.byte() % 6;
+  Shape s = t.shape();
+  if (kind == 3) {  // a new shape
+    s = draw_shape();
+    if (s == t.shape()) s.push_back(2);
+  } else if (kind == 2) {
+    s.push_back(1);  // copy_ from the wrong shape
+  }
+  Array src = xt::empty<float>(s);
+  for (std::size_t k = 0; k < src.size(); ++k) src.data()[k] = leaf_value(in_.byte(), k);
+  const Array before = t.value();
+  const uint64_t version = t.version();
+  std::string what;
+  Got got = Got::ok;
+  Got want = Got::ok;
+  switch (kind) {
+    case 0: {
+      tg::NoGradGuard guard;
+      got = attempt([&] { t.copy_(src); }, what);
+      break;
+    }
+    case 1:  // a tensor that requires grad may only be overwritten under NoGradGuard
+      got = attempt([&] { t.copy_(src); }, what);
+      if (t.requires_grad()) want = Got::logic_error;
+      break;
+    case 2: {
+      tg::NoGradGuard guard;
+      got = attempt([&] { t.copy_(src); }, what);
+      want = Got::invalid_argument;
+      break;
+    }
+    case 3: t.value_mut() = src; break;
+    case 4: src = t.value_mut(); break;  // touched, not changed: still counts as a write
+    case 5:
+      if (t.numel() > 0) t.value_mut().data()[in_.byte() % t.numel()] += 0.5f;
+      src = t.value();
+      if (t.numel() == 0) t.value_mut();
+      break;
+  }
+  ++stats.writes;
+  trace("write of kind " + std::to_string(kind) + " to #" + std::to_string(e) + ", shape " + str(s) + ": " +
+        got_str(got) + " " + what);
+  FUZZ_EXPECT(got == want, std::string("write of kind ") + std::to_string(kind) + ": expected " + got_str(want) +
+                               ", got " + got_str(got) + " " + what);
+  if (got != Got::ok) {
+    FUZZ_EXPECT(what.find("copy_") != std::string::npos, "a refused copy_ does not say so: " + what);
+    FUZZ_EXPECT(t.version() == version && same(t.value(), before), "a refused copy_ changed the tensor");
+    return;
+  }
+  FUZZ_EXPECT(t.version() == version + 1, "an in-place write did not bump the version by one");
+  FUZZ_EXPECT(same(t.value(), src), "an in-place write did not write");
+  Val v = of(src);
+  E.wild |= !finite_and_tame(v);
+  E.values.push_back(std::move(v));
+}
+
+void Program::drop() {
+  const int e = pick();
+  trace("drop #" + std::to_string(e));
+  Entry& E = entries_[e];
+  E.t = Tensor();
+  E.held = false;
+}
+
+// detach(): a new leaf with the values, which may then require grad.
+void Program::detach() {
+  if (entries_.size() >= max_entries) return;
+  const int from = pick();
+  const bool requires_grad = in_.byte() & 1;
+  if (requires_grad && leaf_elements_ + entries_[from].t.numel() > max_leaf_elements) return;
+  Entry e;
+  e.t = entries_[from].t.detach();
+  FUZZ_EXPECT(e.t.is_leaf() && !e.t.requires_grad() && same(e.t.value(), entries_[from].t.value()), "detach()");
+  if (requires_grad) {
+    e.t.set_requires_grad(true);
+    leaf_elements_ += e.t.numel();
+  }
+  e.impl = e.t.impl();
+  e.requires_grad = requires_grad;
+  // The reference's value of the source, not the float32 one: like an output
+  // made under NoGradGuard, a detached copy must equal its source exactly in
+  // the reference as it does in tapegrad. Rounded to float32, mse_loss(x.detach(), x)
+  // would have the gradient 2 (float(x) - x) dx in the reference (rounding
+  // noise times dx, as large as 10^-2 for values near 10^3) and 0 in tapegrad.
+  e.values.push_back(entries_[from].values.back());
+  trace("#" + std::to_string(entries_.size()) + " = #" + std::to_string(from) + ".detach()" +
+        (requires_grad ? ", requires grad" : ""));
+  e.wild = entries_[from].wild || !finite_and_tame(e.values[0]);
+  entries_.push_back(std::move(e));
+}
+
+void Program::zero_grad() {
+  const int e = pick();
+  trace("#" + std::to_string(e) + ".zero_grad()");
+  Entry& E = entries_[e];
+  E.t.zero_grad();
+  FUZZ_EXPECT(E.t.grad().empty(), "zero_grad() left a gradient");
+  E.grad.reset();
+  E.grad_shape.reset();
+  E.grad_known = true;
+}
+
+// retain_grad(): an output keeps the gradient backward() passes through it.
+// Only for tensors that require grad.
+void Program::retain_grad() {
+  const int e = pick();
+  Entry& E = entries_[e];
+  std::string what;
+  const Got got = attempt([&] { E.t.retain_grad(); }, what);
+  trace("#" + std::to_string(e) + ".retain_grad(): " + got_str(got) + " " + what);
+  FUZZ_EXPECT(got == (E.requires_grad ? Got::ok : Got::logic_error),
+              std::string("retain_grad() on a tensor that ") + (E.requires_grad ? "requires" : "does not require") +
+                  " grad: " + got_str(got) + " " + what);
+  if (got == Got::ok && E.step >= 0) E.retains = true;
+}
+
+// A refusal without op names and numbers: "input 1 of 'mul' was written; backward
+// reads it" counts as "input of was written; backward reads it".
+std::string refusal_kind(const std::string& why) {
+  std::string out;
+  bool quoted = false;
+  for (char c : why.substr(0, why.find(" ("))) {
+    if (c == '\'') quoted = !quoted;
+    if (quoted || c == '\'' || std::isdigit(static_cast<unsigned char>(c)) || (c == ' ' && !out.empty() && out.back() == ' '))
+      continue;
+    out += c;
+  }
+  return out;
+}
+
+Array seed_weights(const Shape& s) {
+  Array w = xt::empty<float>(s);
+  for (std::size_t k = 0; k < w.size(); ++k)
+    w.data()[k] = (k % 2 ? -1.0f : 1.0f) * (0.5f + 0.25f * static_cast<float>(k % 5));
+  return w;
+}
+
+std::optional<Val> grad_of(const Tensor& t) {
+  const tg::Grad& g = t.grad();
+  if (g.empty()) return std::nullopt;
+  if (g.is_sparse()) g.sparse().check("fuzz");  // coalesced, in range
+  return of(g.is_dense() ? g.dense() : g.sparse().to_dense());
+}
+
+void Program::backward() {
+  if (backwards_ >= max_backwards) return;
+  ++backwards_;
+  const uint8_t f = in_.byte();
+  const bool retain = f & 1;
+  // 0: implied for a one-element root, else w; 1: implied; 15: a gradient of another shape; else w
+  const int seed_kind = (f >> 1) % 16;
+  // Mostly a root that requires grad (the others only test one refusal).
+  int root = pick();
+  if (!(f & 0x80) && !entries_[root].requires_grad)
+    for (std::size_t e = entries_.size(); e-- > 0;)
+      if (entries_[e].held && entries_[e].requires_grad) {
+        root = static_cast<int>(e);
+        break;
+      }
+  Entry& R = entries_[root];
+  const Shape rs = R.t.shape();
+  std::optional<Array> seed;  // none: a loss, backward() without a gradient
+  if (seed_kind == 15) {
+    Shape wrong = rs;
+    wrong.push_back(2);
+    seed = seed_weights(wrong);
+  } else if (seed_kind > 1 || (seed_kind == 0 && numel(rs) != 1)) {
+    seed = seed_weights(rs);
+  }
+
+  // What backward() must do, by the README's rules.
+  std::string why;
+  std::optional<Got> want;
+  if (!R.requires_grad) {
+    want = Got::logic_error;
+    why = "the root does not require grad";
+  } else if (seed ? tg::Shape(seed->shape().begin(), seed->shape().end()) != rs : numel(rs) != 1) {
+    want = Got::invalid_argument;
+    why = "a seed of the wrong shape (or none for a tensor of " + str(rs) + ")";
+  } else if (stale_grad(root)) {
+    want = Got::logic_error;
+    why = "the root leaf holds a stale gradient";
+  } else {
+    want = why_not_runnable(root, why);
+  }
+  if (!want) want = Got::ok;
+  // What backward() adds into: the leaves of the graph, and the outputs it
+  // walks that retain their gradient.
+  std::vector<int> leaves;
+  const std::vector<int> walked = reach(root);
+  auto add = [&](int e) {
+    if (std::find(leaves.begin(), leaves.end(), e) == leaves.end()) leaves.push_back(e);
+  };
+  if (R.step < 0) add(root);
+  for (int k : walked) {
+    if (entries_[steps_[k].out].retains) add(steps_[k].out);
+    for (int e : steps_[k].call.in)
+      if (entries_[e].step < 0 && entries_[e].requires_grad) add(e);
+  }
+
+  std::vector<std::optional<Val>> grads_before;
+  for (const Entry& E : entries_)
+    grads_before.push_back(E.step < 0 || E.retains ? grad_of(E.t) : std::nullopt);
+  const std::size_t live_before = tg::Tape::current().live_count();
+
+  std::string what;
+  trace("backward from #" + std::to_string(root) + "...");
+  const Got got = attempt([&] { R.t.backward(seed, retain); }, what);
+  ++stats.backwards;
+  trace("backward from #" + std::to_string(root) + (retain ? " (retain_graph)" : "") + ", expected " +
+        got_str(*want) + (why.empty() ? "" : " (" + why + ")") + ": " + got_str(got) + " " + what);
+  const std::string call = "backward() from " + std::string(R.step < 0 ? "a leaf" : steps_[R.step].op->name) +
+                           " " + str(rs) + (retain ? " (retain_graph)" : "");
+  FUZZ_EXPECT(got == *want, call + ": expected " + got_str(*want) + (why.empty() ? "" : " (" + why + ")") +
+                                ", got " + got_str(got) + " " + what);
+  // The others (all of them after a refusal) keep their gradient bit for bit.
+  for (std::size_t e = 0; e < entries_.size(); ++e) {
+    if (entries_[e].step >= 0 && !entries_[e].retains) continue;
+    if (got == Got::ok && std::find(leaves.begin(), leaves.end(), static_cast<int>(e)) != leaves.end()) continue;
+    const std::optional<Val> now = entries_[e].held ? grad_of(entries_[e].t) : grads_before[e];
+    FUZZ_EXPECT(now.has_value() == grads_before[e].has_value() &&
+                    (!now || (now->shape == grads_before[e]->shape && same(now->v, grads_before[e]->v))),
+                call + ": the gradient of a tensor out of the graph changed");
+  }
+  if (got != Got::ok) {
+    ++stats.refused_backwards;
+    ++stats.refusals[refusal_kind(why)];
+    FUZZ_EXPECT(what.find("backward") != std::string::npos, call + ": the message does not say backward: " + what);
+    FUZZ_EXPECT(tg::Tape::current().live_count() == live_before, call + ": a refused backward changed the tape");
+    return;
+  }
+  if (!retain)
+    for (int k : walked) steps_[k].released = true;
+
+  // The gradient of L = sum(w * root) by central differences, where they can
+  // be trusted: no pole, NaN or huge value, and no kink on the way.
+  bool smooth = !R.wild;
+  for (int k : walked) smooth &= !steps_[k].kink && !entries_[steps_[k].out].wild;
+  for (int e : leaves) smooth &= !entries_[e].wild;
+  const Array w = seed ? *seed : Array(xt::ones<float>(rs));
+  const std::size_t root_version = R.values.size() - 1;
+  auto loss = [&](const Perturb& d, std::vector<std::vector<int64_t>>* branches) {
+    const std::vector<Val> now = eval(d, branches);
+    const Val& y = value(root, root_version, now, d);
+    double l = 0;
+    for (std::size_t i = 0; i < y.v.size(); ++i) l += y.v[i] * w.data()[i];
+    return l;
+  };
+  std::vector<Val> numeric;
+  double fd_gap = 0, fd_size = 1;  // the largest |D(2h) - D(h)|, and of the gradients (at least 1)
+  std::vector<std::vector<int64_t>> branches(steps_.size());
+  for (std::size_t i = 0; i < leaves.size() && smooth; ++i) {
+    const int e = leaves[i];
+    Val g = zeros(entries_[e].values[entries_[e].step < 0 ? entries_[e].values.size() - 1 : 0].shape);
+    for (std::size_t k = 0; k < g.v.size() && smooth; ++k) {
+      double d[2];  // central differences with steps h and 2h
+      for (int j = 0; j < 2; ++j) {
+        const double h = fd_step * (1 + j);
+        const double lp = loss({e, k, h}, &branches);
+        for (int s : walked) smooth &= branches[s] == steps_[s].branches;  // the same side of every kink
+        const double lm = loss({e, k, -h}, &branches);
+        for (int s : walked) smooth &= branches[s] == steps_[s].branches;
+        d[j] = (lp - lm) / (2 * h);
+      }
+      g.v[k] = (4 * d[0] - d[1]) / 3;
+      fd_gap = std::max(fd_gap, std::abs(d[1] - d[0]));
+      fd_size = std::max(fd_size, std::abs(g.v[k]));
+    }
+    numeric.push_back(std::move(g));
+  }
+  // Truncation that large means the higher terms may not be small either.
+  if (smooth && fd_gap > 1e-4 * fd_size) {
+    smooth = false;
+    ++stats.steep_backwards;
+  }
+  if (smooth) ++stats.checked_backwards;
+
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    Entry& L = entries_[leaves[i]];
+    if (!L.grad_shape) L.grad_shape = L.values.back().shape;
+    if (!smooth) {
+      L.grad_known = false;
+      continue;
+    }
+    if (!L.grad_known) continue;
+    if (!L.grad)
+      L.grad = numeric[i];
+    else if (L.grad->shape == numeric[i].shape)
+      for (std::size_t k = 0; k < L.grad->v.size(); ++k) L.grad->v[k] += numeric[i].v[k];
+    else
+      L.grad_known = false;
+  }
+  // Compare, on the scale of the largest gradient (float32 sums can cancel).
+  double scale = 1;
+  for (int e : leaves)
+    if (entries_[e].grad_known && entries_[e].grad)
+      for (double a : entries_[e].grad->v) scale = std::max(scale, std::abs(a));
+  for (int e : leaves) {
+    const Entry& L = entries_[e];
+    if (!L.grad_known || !L.grad || !L.held) continue;
+    const std::optional<Val> got_grad = grad_of(L.t);
+    FUZZ_EXPECT(got_grad.has_value(), call + ": a tensor in the graph got no gradient");
+    FUZZ_EXPECT(got_grad->shape == L.grad->shape,
+                call + ": gradient of shape " + str(got_grad->shape) + " for a tensor of shape " + str(L.grad->shape));
+    for (std::size_t k = 0; k < L.grad->v.size(); ++k) {
+      ++stats.checked_elements;
+      FUZZ_EXPECT(close(got_grad->v[k], L.grad->v[k], 1e-3 * scale + 1e-2 * std::abs(L.grad->v[k])),
+                  call + ": gradient of #" + std::to_string(e) + " " + vals_str(*got_grad) + ", central differences " +
+                      vals_str(*L.grad));
+    }
+  }
+}
+
+// The tape holds a node for exactly the live recorded tensors of the model: a
+// tensor lives while the program holds it or a live, unreleased node has it
+// as an input.
+void Program::check_tape() {
+  std::vector<bool> alive(entries_.size());
+  for (std::size_t e = 0; e < entries_.size(); ++e) alive[e] = entries_[e].held;
+  for (std::size_t k = steps_.size(); k-- > 0;) {
+    const Step& s = steps_[k];
+    if (alive[s.out] && s.recorded && !s.released)
+      for (int e : s.call.in) alive[e] = true;
+  }
+  const auto live = tg::Tape::current().live_entries();
+  auto same = [](const std::weak_ptr<tg::TensorImpl>& a, const std::weak_ptr<tg::TensorImpl>& b) {
+    return !a.owner_before(b) && !b.owner_before(a);
+  };
+  bool any = false;
+  for (std::size_t e = 0; e < entries_.size(); ++e) {
+    const Entry& E = entries_[e];
+    if (E.held) FUZZ_EXPECT(E.t.version() == E.values.size() - 1, "a version differs from the count of writes");
+    if (E.step < 0) continue;
+    const bool want = alive[e] && E.recorded && !steps_[E.step].released;
+    any |= want;
+    const bool on_tape = std::any_of(live.begin(), live.end(), [&](const auto& n) { return same(n->output, E.impl); });
+    FUZZ_EXPECT(on_tape == want, std::string("the tape ") + (on_tape ? "still holds" : "lost") + " the node of a " +
+                                     steps_[E.step].op->name + (alive[e] ? " output still in use" : " output nobody uses"));
+  }
+  FUZZ_EXPECT(any || live.empty(), "nodes left on the tape with no live graph");
+}
+
+void Program::run() {
+  ++stats.programs;
+  const std::size_t leaves = 1 + in_.byte() % 3;
+  for (std::size_t i = 0; i < leaves; ++i) fresh(draw_shape());
+  for (std::size_t a = 0; a < max_actions && !in_.empty(); ++a) {
+    const uint8_t b = in_.byte();
+    if (b < 150)
+      op(ops[b % num_ops]);
+    else if (b < 178)
+      write();
+    else if (b < 202)
+      backward();
+    else if (b < 220)
+      drop();
+    else if (b < 228)
+      zero_grad();
+    else if (b < 235)
+      retain_grad();
+    else
+      detach();
+    check_tape();
+  }
+  if (backwards_ == 0) {
+    backward();
+    check_tape();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  fuzz::Bytes in(data, size);
+  {
+    Program program(in);
+    program.run();
+  }
+  FUZZ_EXPECT(tg::Tape::current().live_count() == 0, "nodes left on the tape after the program's tensors are gone");
+  return 0;
+}

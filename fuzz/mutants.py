@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Shows that the graph fuzzer catches real bugs.
+
+Puts one deliberate bug at a time into a copy of the library (a backward off by
+5%, a term left out, a wrong operand, a missing version check, ...), builds the
+fuzz targets there, and runs the graph target from its seeds until it reports
+a broken promise or SECONDS pass. Every mutant must be found.
+
+    fuzz/mutants.py [SECONDS] [MUTANT...]     SECONDS per mutant (default 300)
+
+The copy is the working tree (committed or not) in a temporary directory, so
+the library here is never touched. Prints one line per mutant and exits
+non-zero when one survived.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+# name, file, text, replacement: each text occurs exactly once.
+MUTANTS = [
+    ("mul: d/db uses b instead of a", "core/ops.cpp",
+     "if (in[1].requires_grad()) in[1].accumulate_grad(sum_to_shape(g * x, in[1].shape()));",
+     "if (in[1].requires_grad()) in[1].accumulate_grad(sum_to_shape(g * y, in[1].shape()));"),
+    ("div: d/db misses a factor 1/b", "core/ops.cpp",
+     "in[1].accumulate_grad(sum_to_shape(-g * x / (y * y), in[1].shape()));",
+     "in[1].accumulate_grad(sum_to_shape(-g * x / y, in[1].shape()));"),
+    ("tanh: gradient 5% too large", "core/ops.cpp",
+     "in[0].accumulate_grad(Array(g * (1.0f - y * y)));",
+     "in[0].accumulate_grad(Array(g * (1.0f - y * y) * 1.05f));"),
+    ("softmax: backward leaves out sum(g * y)", "core/ops.cpp",
+     "in[0].accumulate_grad(Array(y * (g - gy)));",
+     "in[0].accumulate_grad(Array(y * g));"),
+    ("linear: bias gradient leaves out the last row", "core/ops.cpp",
+     "for (std::size_t r = 0; r < rows; ++r)\n                      for (std::size_t o = 0; o < out_f; ++o) gb",
+     "for (std::size_t r = 0; r + 1 < rows; ++r)\n                      for (std::size_t o = 0; o < out_f; ++o) gb"),
+    ("index_select: a repeated row overwrites instead of adding", "core/ops.cpp",
+     "gi.data()[index(i) * row + c] += g.data()[i * row + c];",
+     "gi.data()[index(i) * row + c] = g.data()[i * row + c];"),
+    ("mean over a dim divides by all elements (forward)", "core/ops.cpp",
+     "return mul(sum(a, dim, keepdim), 1.0f / static_cast<float>(a.shape()[ax]));",
+     "return mul(sum(a, dim, keepdim), 1.0f / static_cast<float>(a.numel()));"),
+    ("mul: says its backward reads nothing (no version check)", "core/ops.cpp",
+     'return record("mul", a.value() * b.value(), {a, b}, Reads::inputs({0, 1}),',
+     'return record("mul", a.value() * b.value(), {a, b}, Reads::nothing(),'),
+    ("EmbeddingBag mean: divides by the bag's length with padding", "nn/embedding.cpp",
+     "p.coef[k] = 1.0f / static_cast<float>(count);",
+     "p.coef[k] = 1.0f / static_cast<float>(starts[b + 1] - starts[b]);"),
+    ("backward: no version check of outputs that backward reads (exp, tanh, ...)", "core/tape.cpp",
+     "    if (n.reads_output)\n",
+     "    if (false)\n"),
+]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def main():
+    args = sys.argv[1:]
+    seconds = int(args.pop(0)) if args and args[0].isdigit() else 300
+    chosen = [int(a) for a in args] or range(len(MUTANTS))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = run(["git", "ls-files", "-co", "--exclude-standard"], cwd=here, check=True).stdout.split()
+    work = tempfile.mkdtemp(prefix="tapegrad-mutants-")
+    try:
+        for f in files:
+            if os.path.isfile(os.path.join(here, f)):
+                os.makedirs(os.path.join(work, os.path.dirname(f)), exist_ok=True)
+                shutil.copy2(os.path.join(here, f), os.path.join(work, f))
+        build = os.path.join(work, "build-fuzz")
+        print(f"building the fuzz targets in {build} ...", flush=True)
+        b = run([os.path.join(work, "fuzz/build.sh"), build])
+        if b.returncode:
+            sys.exit(b.stdout + b.stderr)
+        survived = 0
+        for k in chosen:
+            name, path, old, new = MUTANTS[k]
+            src = os.path.join(work, path)
+            original = open(src).read()
+            if original.count(old) != 1:
+                sys.exit(f"mutant {k} ({name}): its text is not in {path} exactly once; update fuzz/mutants.py")
+            open(src, "w").write(original.replace(old, new))
+            try:
+                b = run([os.path.join(work, "fuzz/build.sh"), build])
+                if b.returncode:
+                    sys.exit(f"mutant {k} ({name}) does not build:\n{b.stdout}{b.stderr}")
+                corpus = os.path.join(build, f"corpus-{k}")
+                shutil.rmtree(corpus, ignore_errors=True)
+                os.makedirs(corpus)
+                start = time.time()
+                r = run([os.path.join(build, "fuzz_graph"), "-entropic=0", "-max_len=512",
+                         f"-max_total_time={seconds}", f"-artifact_prefix={build}/mutant-{k}-",
+                         corpus, os.path.join(work, "fuzz/corpus/graph")], cwd=build)
+                took = time.time() - start
+                found = r.returncode != 0
+                survived += not found
+                runs = re.findall(r"^#(\d+)", r.stderr, re.M)
+                why = next((l.strip() for l in r.stderr.splitlines()
+                            if "broken promise" in l or "runtime error" in l or "ERROR:" in l), "")
+                print(f"[{k}] {name}: {'found' if found else 'NOT FOUND'} after {took:.0f} s"
+                      f" ({runs[-1] if runs else '?'} runs)", flush=True)
+                if why:
+                    print(f"      {why[:300]}", flush=True)
+            finally:
+                open(src, "w").write(original)
+        sys.exit(1 if survived else 0)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
