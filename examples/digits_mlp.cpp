@@ -1,11 +1,12 @@
 // An MLP that reads handwritten digits: 8x8 images of 0..16 ink levels, 10 classes
 // (examples/data/digits.csv, 1,797 images; see examples/data/NOTICE).
 //
-//   digits_mlp [--data CSV] [--epochs N] [--seed S] [--save FILE] [--load FILE]
+//   digits_mlp [--data CSV] [--epochs N] [--seed S] [--save FILE] [--load FILE] [--stop-after K]
 //
-// Trains up to epoch N (default 20) on a seeded 80/20 split and prints one row per
+// Trains N epochs (default 40) on a seeded 80/20 split and prints one row per
 // epoch. --save FILE writes a checkpoint after every epoch; --load FILE goes on
-// from the epoch it holds, exactly as if the run had not stopped.
+// from the epoch it holds, exactly as if the run had not stopped. --stop-after K
+// stops after epoch K, as an interrupted run would.
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -14,13 +15,19 @@
 #include "tapegrad.hpp"
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> flag = {
-      {"--data", DIGITS_DEFAULT_DATA}, {"--epochs", "20"}, {"--seed", "0"}, {"--save", ""}, {"--load", ""}};
+  std::map<std::string, std::string> flag = {{"--data", DIGITS_DEFAULT_DATA},
+                                             {"--epochs", "40"},
+                                             {"--seed", "0"},
+                                             {"--save", ""},
+                                             {"--load", ""},
+                                             {"--stop-after", ""}};
   for (int i = 1; i < argc; i += 2) {
-    if (!flag.count(argv[i]) || i + 1 == argc) throw std::invalid_argument(std::string("bad flag ") + argv[i]);
+    if (!flag.count(argv[i]) || i + 1 == argc)
+      throw std::invalid_argument(std::string("bad flag ") + argv[i]);
     flag[argv[i]] = argv[i + 1];
   }
   const int epochs = std::stoi(flag["--epochs"]);
+  const int last = flag["--stop-after"].empty() ? epochs : std::stoi(flag["--stop-after"]);
   const int seed = std::stoi(flag["--seed"]);
 
   // The data: features [1797, 64] scaled to [0, 1], labels [1797]; 20% held out.
@@ -48,7 +55,7 @@ int main(int argc, char** argv) try {
   }
 
   std::printf("%5s %9s %10s %9s %8s\n", "epoch", "lr", "train_loss", "test_loss", "accuracy");
-  for (int epoch = first; epoch <= epochs; ++epoch) {
+  for (int epoch = first; epoch <= last; ++epoch) {
     const double lr = opt.lr();
     double total = 0;
     model.train();
