@@ -15,12 +15,9 @@
 #include "tapegrad.hpp"
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> flag = {{"--data", DIGITS_DEFAULT_DATA},
-                                             {"--epochs", "40"},
-                                             {"--seed", "0"},
-                                             {"--save", ""},
-                                             {"--load", ""},
-                                             {"--stop-after", ""}};
+  std::map<std::string, std::string> flag = {
+      {"--data", DIGITS_DEFAULT_DATA}, {"--epochs", "40"}, {"--seed", "0"}};
+  for (const char* name : {"--save", "--load", "--stop-after"}) flag[name] = "";  // off unless given
   for (int i = 1; i < argc; i += 2) {
     if (!flag.count(argv[i]) || i + 1 == argc)
       throw std::invalid_argument(std::string("bad flag ") + argv[i]);

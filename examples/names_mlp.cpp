@@ -55,12 +55,9 @@ static std::vector<std::string> read_names(const std::string& path) {
 }
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> flag = {{"--data", NAMES_DEFAULT_DATA},
-                                             {"--epochs", "10"},
-                                             {"--seed", "0"},
-                                             {"--save", ""},
-                                             {"--load", ""},
-                                             {"--stop-after", ""}};
+  std::map<std::string, std::string> flag = {
+      {"--data", NAMES_DEFAULT_DATA}, {"--epochs", "10"}, {"--seed", "0"}};
+  for (const char* name : {"--save", "--load", "--stop-after"}) flag[name] = "";  // off unless given
   for (int i = 1; i < argc; i += 2) {
     if (!flag.count(argv[i]) || i + 1 == argc)
       throw std::invalid_argument(std::string("bad flag ") + argv[i]);
