@@ -4,12 +4,14 @@
     /usr/bin/python3 tests/tools/names_mlp_reference.py [--data examples/data/names.txt]
         [--epochs 10] [--dim 10] [--hidden 200] [--batch 32] [--lr 0.01] [--seed 0]
 
-Same data, split and hyper-parameters as names_mlp with the same flags: a name
-a line, the first 90% of the lines train and the last 10% dev; a 3-character
-context ('.' = 0 pads the start, a-z = 1..26; '.' also ends a name) ->
-Embedding(27, dim) -> flatten -> Linear(3 dim, hidden) -> tanh -> Linear(hidden, 27)
--> cross-entropy; Adam, batches of `batch` shuffled each epoch, the learning
-rate following CosineAnnealingLR over the epochs. Prints, per epoch, the mean
+With its defaults, the data, split and hyper-parameters of names_mlp (whose
+dim, hidden, batch and lr are constants at the top of examples/names_mlp.cpp;
+--data, --epochs and --seed are flags of both): a name a line, the first 90%
+of the lines train and the last 10% dev; a 3-character context ('.' = 0 pads
+the start, a-z = 1..26; '.' also ends a name) -> Embedding(27, dim) -> flatten
+-> Linear(3 dim, hidden) -> tanh -> Linear(hidden, 27) -> cross-entropy; Adam,
+batches of `batch` shuffled each epoch, the learning rate following
+CosineAnnealingLR over the epochs. Prints, per epoch, the mean
 cross-entropy over all train and all dev examples. The random numbers (the
 initial weights, the shuffles) are PyTorch's, not tapegrad's: the two runs
 differ by that noise only.
