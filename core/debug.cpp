@@ -51,6 +51,7 @@ static std::ostream* env_trace() {  // TAPEGRAD_TRACE=1 traces to stderr
 }
 static thread_local std::ostream* trace_to = env_trace();
 static thread_local bool anomaly = false;
+static thread_local bool retain_all = false;
 
 TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) {
   trace_to = &os;
@@ -58,6 +59,13 @@ TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) {
 TraceBackwardGuard::TraceBackwardGuard() : TraceBackwardGuard(std::cout) {}
 TraceBackwardGuard::~TraceBackwardGuard() {
   trace_to = previous_;
+}
+
+RetainAllGradsGuard::RetainAllGradsGuard() : previous_(retain_all) {
+  retain_all = true;
+}
+RetainAllGradsGuard::~RetainAllGradsGuard() {
+  retain_all = previous_;
 }
 
 DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly) {
@@ -74,6 +82,9 @@ std::ostream* trace_stream() {
 }
 bool anomaly_enabled() {
   return anomaly;
+}
+bool retain_all_grads() {
+  return retain_all;
 }
 
 static bool finite(const float* p, std::size_t n) {
@@ -161,6 +172,16 @@ static std::string dot_escape(const std::string& s) {
   return out;
 }
 
+// "[4, 5]" for a small dense gradient, "sparse rows {1, 2, 3}" for SparseRows.
+static std::string grad_str(const Grad& g) {
+  if (g.is_dense()) return values_str(g.dense());
+  const std::vector<int64_t>& rows = g.sparse().rows;
+  std::string s = "sparse rows {";
+  for (std::size_t i = 0; i < rows.size() && i < 8; ++i) s += (i ? ", " : "") + std::to_string(rows[i]);
+  if (rows.size() > 8) s += ", ... (" + std::to_string(rows.size()) + " rows)";
+  return s + "}";
+}
+
 std::string to_dot(const Tensor& root) {
   std::map<const TensorImpl*, int> ids;
   std::vector<Tensor> todo{root};
@@ -175,8 +196,8 @@ std::string to_dot(const Tensor& root) {
     else
       label = t.name().empty() ? "leaf" : t.name();
     label += "\n" + shape_str(t.shape());
-    if (t.numel() <= 8) label += "\nvalue " + values_str(t.value());
-    if (!t.grad().empty() && t.numel() <= 8) label += "\ngrad " + values_str(t.grad_dense());
+    label += "\nvalue " + values_str(t.value());
+    if (!t.grad().empty()) label += "\ngrad " + grad_str(t.grad());
     nodes << "  t" << id << " [label=\"" << dot_escape(label)
           << "\", shape=" << (t.is_leaf() ? "ellipse" : "box")
           << (t.is_leaf() && t.requires_grad() ? ", style=filled, fillcolor=\"#dde8ff\"" : "") << "];\n";

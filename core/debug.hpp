@@ -3,6 +3,7 @@
 //
 //   tg::print_tape();                       // what is recorded right now, in order
 //   { tg::TraceBackwardGuard trace; loss.backward(); }   // prints each backward step
+//   { tg::RetainAllGradsGuard keep; loss.backward(std::nullopt, /*retain_graph=*/true); }
 //   std::ofstream("g.dot") << tg::to_dot(loss);          // then: dot -Tpng g.dot -o g.png
 //   { tg::DetectAnomalyGuard anomaly; ... }  // throw at the first NaN/Inf, naming the op
 //
@@ -39,9 +40,27 @@ class TraceBackwardGuard {
   std::ostream* previous_;
 };
 
+// While one lives (this thread), backward() keeps the gradient of every tensor
+// it walks, as if retain_grad() had been called on each, so that to_dot() can
+// draw the gradient at every node and not only at the leaves. For pictures and
+// the debugger: it keeps a copy of every intermediate gradient.
+class RetainAllGradsGuard {
+ public:
+  RetainAllGradsGuard();
+  ~RetainAllGradsGuard();
+  RetainAllGradsGuard(const RetainAllGradsGuard&) = delete;
+  RetainAllGradsGuard& operator=(const RetainAllGradsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Graphviz text of the graph from `root` back to its leaves. Each node shows the
-// op (or the leaf's name), its tape index and shape, and for small tensors the
-// value and gradient.
+// op (or the leaf's name), its tape index and shape, its value, and the gradient
+// it holds: values for small tensors, "sparse rows {1, 2, 3}" for SparseRows.
+// After backward(), leaves hold theirs; intermediate tensors only with
+// retain_grad() or RetainAllGradsGuard. Draw after a backward() with
+// retain_graph = true: a released op no longer knows its inputs.
 std::string to_dot(const Tensor& root);
 
 // While one lives (this thread), every op's forward value and every gradient a
@@ -67,6 +86,7 @@ class DetectAnomalyGuard {
 namespace debug {
 std::ostream* trace_stream();  // null unless tracing
 bool anomaly_enabled();
+bool retain_all_grads();
 void check_forward(const std::string& op, const Array& value, std::size_t index, bool recorded);
 struct StepTrace;  // what the inputs' gradients held before one backward step
 std::shared_ptr<StepTrace> before_step(const Node& node);

@@ -46,16 +46,19 @@ SparseRows SparseRows::coalesce(const std::vector<int64_t>& row_ids, const xt::x
   SparseRows out;
   out.num_rows = num_rows;
   out.rows.reserve(unique);
-  out.values = xt::zeros<float>({unique, cols});
+  out.values = xt::empty<float>({unique, cols});
   for (std::size_t i = 0; i < order.size(); ++i) {
     int64_t r = row_ids[order[i]];
     if (r < 0 || static_cast<std::size_t>(r) >= num_rows)
       throw std::out_of_range("SparseRows::coalesce: row " + std::to_string(r) + " out of range for " +
                               std::to_string(num_rows) + " rows");
-    if (out.rows.empty() || out.rows.back() != r) out.rows.push_back(r);
+    const bool first = out.rows.empty() || out.rows.back() != r;
+    if (first) out.rows.push_back(r);
     float* dst = &out.values(out.rows.size() - 1, 0);
     const float* src = &values(order[i], 0);
-    for (std::size_t c = 0; c < cols; ++c) dst[c] += src[c];
+    // A row's first value is copied, later ones added in input order: the same
+    // sums, bit for bit, as the grouped loop of nn/embedding.cpp (a -0.0 stays -0.0).
+    for (std::size_t c = 0; c < cols; ++c) dst[c] = first ? src[c] : dst[c] + src[c];
   }
   return out;
 }

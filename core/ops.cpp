@@ -14,6 +14,7 @@
 #include <xtensor/xoperation.hpp>
 #include <xtensor/xsort.hpp>
 
+#include "core/table_memory.hpp"
 #include "core/tape.hpp"
 
 namespace tg {

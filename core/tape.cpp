@@ -3,6 +3,7 @@
 #include "core/debug.hpp"
 
 #include <algorithm>
+#include <queue>
 #include <stdexcept>
 
 namespace tg {
@@ -163,10 +164,13 @@ static std::vector<std::shared_ptr<Node>> claim_graph(const std::shared_ptr<Node
     for (std::size_t k = 0; k < graph.size(); ++k) {
       check_runnable(*graph[k]);
       for (const Tensor& in : graph[k]->inputs)
-        if (const auto& c = in.creator()) claim(c);
+        if (const auto& c = in.creator()) {
+          claim(c);
+          ++c->uses;  // one per edge: x * x counts twice
+        }
     }
   } catch (...) {
-    for (auto& n : graph) n->walker = 0;
+    for (auto& n : graph) n->walker = 0, n->uses = 0;
     throw;
   }
   return graph;
@@ -186,20 +190,30 @@ void run_backward(const Tensor& root, Array seed, bool retain_graph) {
   static std::atomic<uint64_t> calls = 0;
   const uint64_t call = ++calls;
   std::vector<std::shared_ptr<Node>> graph = claim_graph(root.creator(), call);
-  // Highest index first: every node runs after all the ops that used its output.
-  std::sort(graph.begin(), graph.end(), [](const auto& a, const auto& b) { return a->index > b->index; });
+
+  // A node runs once every op that used its output has run (its `uses` reach 0).
+  // Of the nodes ready, the one recorded last runs first, so gradients add up in
+  // reverse recording order, as in PyTorch's engine; that is the order of the
+  // whole graph by index, highest first, without sorting it.
+  auto later = [](const Node* a, const Node* b) { return a->index < b->index; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
+  ready.push(graph.front().get());
 
   root.impl()->pending.add(std::move(seed), root.shape());
   NoGradGuard no_grad;  // a closure that runs an op must not grow the tape under our feet
   try {
-    for (const std::shared_ptr<Node>& n : graph) {
+    while (!ready.empty()) {
+      Node* n = ready.top();
+      ready.pop();
+      for (const Tensor& in : n->inputs)
+        if (const auto& c = in.creator(); c && --c->uses == 0) ready.push(c.get());
       std::shared_ptr<TensorImpl> out = n->output.lock();
       if (!out || out->pending.empty()) continue;
 
       const Shape shape(n->output_shape.begin(), n->output_shape.end());
       Array g = out->pending.to_dense(shape);
       out->pending.clear();
-      if (out->retains_grad) out->grad.add(g, shape);
+      if (out->retains_grad || debug::retain_all_grads()) out->grad.add(g, shape);
       auto trace = debug::before_step(*n);  // null unless tracing
       n->backward(g, out->value, n->inputs);
       if (trace || debug::anomaly_enabled()) debug::after_step(*n, g, trace);
@@ -208,7 +222,7 @@ void run_backward(const Tensor& root, Array seed, bool retain_graph) {
     // Leave no half-propagated gradient behind in intermediate tensors.
     for (const auto& n : graph) {
       if (auto out = n->output.lock()) out->pending.clear();
-      n->walker = 0;
+      n->walker = 0, n->uses = 0;
     }
     throw;
   }

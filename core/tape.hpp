@@ -88,6 +88,7 @@ struct Node {
 
   std::atomic<bool> released = false;  // backward() ran and dropped inputs/closure
   std::atomic<uint64_t> walker = 0;    // the backward() call walking this node now; 0: none
+  std::size_t uses = 0;                // during a walk: the graph's ops that use the output and have not run
 
   Node() = default;
   Node(const Node&) = delete;

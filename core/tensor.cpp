@@ -5,10 +5,6 @@
 #include <cstdint>
 #include <stdexcept>
 
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
-
 #include "core/tape.hpp"
 
 namespace tg {
@@ -213,18 +209,6 @@ Tensor arange_float(double start, double end, double step) {
   return Tensor(std::move(a));
 }
 }  // namespace detail
-
-void advise_huge_pages(float* data, std::size_t count) {
-#ifdef __linux__
-  const std::uintptr_t huge = std::uintptr_t{2} << 20;
-  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) & ~(huge - 1);
-  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(data + count) & ~(huge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // a hint
-#else
-  (void)data;
-  (void)count;
-#endif
-}
 
 // ---------------------------------------------------------------- grad mode
 

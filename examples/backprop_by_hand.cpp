@@ -17,14 +17,29 @@
 
 namespace {
 
-std::string values(const tg::Array& a) {  // "[0.1000, -0.2000]", flattened
+// "[0.1, -0.2]", flattened; 6 significant digits (%g), as the backward trace
+// and gradcheck print them, so the same number reads the same everywhere.
+std::string values(const tg::Array& a) {
   std::string s = "[";
   char buf[32];
   for (std::size_t i = 0; i < a.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%s%.4f", i ? ", " : "", a.data()[i]);
+    std::snprintf(buf, sizeof buf, "%s%g", i ? ", " : "", a.data()[i]);
     s += buf;
   }
   return s + "]";
+}
+
+// The flat position of "[1, 0]" (a gradcheck report's `where`) in a tensor of `shape`.
+std::size_t flat_index(const std::string& where, const tg::Shape& shape) {
+  std::size_t flat = 0, d = 0;
+  for (std::size_t i = 0; i < where.size(); ++i) {
+    if (where[i] < '0' || where[i] > '9') continue;
+    std::size_t end = i;
+    while (end < where.size() && where[end] >= '0' && where[end] <= '9') ++end;
+    flat = flat * shape.at(d++) + std::stoul(where.substr(i, end - i));
+    i = end;
+  }
+  return flat;
 }
 
 }  // namespace
@@ -39,7 +54,7 @@ int main(int argc, char** argv) {
   // Round numbers instead of random ones, so every value can be redone by hand.
   tg::nn::Linear fc1(2, 2), fc2(2, 1);
   {
-    tg::NoGradGuard no_grad;
+    tg::NoGradGuard no_grad;  // copy_ into a tensor that requires grad: only under the guard, as in PyTorch
     fc1.weight.copy_({{0.5f, -0.4f}, {0.3f, 0.8f}});  // [out, in]
     fc1.bias->copy_({0.1f, -0.2f});
     fc2.weight.copy_({{1.0f, -0.7f}});
@@ -66,10 +81,12 @@ int main(int argc, char** argv) {
 
   // Backward walks the same entries in reverse. Each step gets the gradient
   // of its output and adds a share into each input that requires grad.
-  // retain_graph keeps the entries so that --dot can draw them afterwards.
+  // retain_graph keeps the entries, and RetainAllGradsGuard every tensor's
+  // gradient (h.grad(), not only the parameters'), so that --dot can draw them.
   std::printf("\nbackward, step by step:\n");
   {
     tg::TraceBackwardGuard trace;  // prints to std::cout while it lives
+    tg::RetainAllGradsGuard keep;
     loss.backward(std::nullopt, /*retain_graph=*/true);
   }
 
@@ -96,16 +113,22 @@ int main(int argc, char** argv) {
 
   // Finite differences: nudge each parameter entry by +-eps, rerun the whole
   // forward pass (here spelled with core ops), compare the slope with the
-  // gradient. The loss is one number, so gradcheck checks it as it is and its
-  // "analytic" values are the gradients printed above.
+  // gradient. The loss is one number, so gradcheck checks it as it is
+  // (L = fn(inputs), no random projection) and its "analytic" values are the
+  // gradients printed above.
+  const std::vector<tg::Tensor> params = {fc1.weight, *fc1.bias, fc2.weight, *fc2.bias};
   tg::GradcheckOptions check;
   check.name = "loss";
   const tg::GradcheckReport report = tg::gradcheck(
       [&](const std::vector<tg::Tensor>& p) {
         return tg::mse_loss(tg::linear(tg::tanh(tg::linear(x, p[0], p[1])), p[2], p[3]), y);
       },
-      {fc1.weight, *fc1.bias, fc2.weight, *fc2.bias}, check);
+      params, check);
   std::printf("\n%s\n", report.str().c_str());
+  const tg::Tensor& checked = params.at(report.input);
+  std::printf("input %zu is %s: its gradient at %s, printed above, is %g\n", report.input,
+              checked.name().c_str(), report.where.c_str(),
+              checked.grad().dense().data()[flat_index(report.where, checked.shape())]);
 
   if (!dot_file.empty()) {
     std::ofstream(dot_file) << tg::to_dot(loss);

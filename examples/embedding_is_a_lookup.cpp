@@ -3,10 +3,12 @@
 // one-hot rows gives. Backward differs: the Embedding's gradient lists only the
 // rows that were read, the Linear's covers the whole matrix.
 //
-//   embedding_is_a_lookup [--dot FILE]   FILE: Graphviz text of the loss's graph
+//   embedding_is_a_lookup [--dot FILE]   FILE: Graphviz text of the loss's graph, with gradients
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <xtensor/xmath.hpp>
 
@@ -14,13 +16,23 @@
 
 namespace {
 
-void print_rows(const char* title, const tg::Array& a) {
-  std::printf("%s %s\n", title, tg::shape_str(tg::Shape(a.shape().begin(), a.shape().end())).c_str());
+// One line per row: "    <label>  0.1234  -0.5678 ...", with labels[i] for row i.
+void print_rows(const tg::Array& a, const std::vector<std::string>& labels) {
   for (std::size_t i = 0; i < a.shape()[0]; ++i) {
-    std::printf("   ");
+    std::printf("    %-13s", labels[i].c_str());
     for (std::size_t j = 0; j < a.shape()[1]; ++j) std::printf(" %8.4f", a(i, j));
     std::printf("\n");
   }
+}
+
+std::string row_str(const tg::Array& a, std::size_t i) {  // "[0.1234, -0.5678, 1.0000]"
+  std::string s = "[";
+  char buf[32];
+  for (std::size_t j = 0; j < a.shape()[1]; ++j) {
+    std::snprintf(buf, sizeof buf, "%s%.4f", j ? ", " : "", a(i, j));
+    s += buf;
+  }
+  return s + "]";
 }
 
 }  // namespace
@@ -41,11 +53,14 @@ int main(int argc, char** argv) {
   emb.weight.set_name("emb.weight");
   fc.weight.set_name("fc.weight");
   {
-    tg::NoGradGuard no_grad;  // overwriting a parameter is not part of the graph
+    tg::NoGradGuard no_grad;  // copy_ into a tensor that requires grad: only under the guard, as in PyTorch
     fc.weight.copy_(xt::transpose(emb.weight.value()));
   }
+  std::vector<std::string> row_labels;
+  for (std::size_t r = 0; r < vocab; ++r) row_labels.push_back("row " + std::to_string(r) + ":");
   std::printf("embedding weight %s  (one row per id)\n", tg::shape_str(emb.weight.shape()).c_str());
-  std::printf("linear weight    %s  (the same numbers, transposed)\n",
+  print_rows(emb.weight.value(), row_labels);
+  std::printf("linear weight    %s  (the same numbers, transposed)\n\n",
               tg::shape_str(fc.weight.shape()).c_str());
 
   // A batch of ids; 3 appears twice, so row 3 is read twice.
@@ -53,29 +68,44 @@ int main(int argc, char** argv) {
   std::printf("ids:");
   for (int64_t id : ids) std::printf(" %lld", (long long)id);
   std::printf("\n\n");
+  std::vector<std::string> out_labels;  // "out 0 (id 2):": output row k belongs to ids[k]
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    out_labels.push_back("out " + std::to_string(k) + " (id " + std::to_string(ids(k)) + "):");
 
   // The lookup copies rows 2, 3, 1, 3 of emb.weight: no multiplication at all.
   tg::Tensor looked_up = emb(ids);  // [4] -> [4, dim]
-  print_rows("embedding(ids)", looked_up.value());
+  std::printf("embedding(ids) %s  (out k is table row ids[k])\n", tg::shape_str(looked_up.shape()).c_str());
+  print_rows(looked_up.value(), out_labels);
 
   // The product multiplies every one-hot entry, zeros included, by a column of fc.weight.
   tg::Tensor one_hot = tg::one_hot(ids, vocab).set_name("one_hot(ids)");  // [4, vocab] of 0/1
   tg::Tensor multiplied = fc(one_hot);  // [4, vocab] x [vocab, dim] -> [4, dim]
-  print_rows("linear(one_hot(ids))", multiplied.value());
+  std::printf("linear(one_hot(ids)) %s\n", tg::shape_str(multiplied.shape()).c_str());
+  print_rows(multiplied.value(), out_labels);
   std::printf("allclose: %s\n\n", xt::allclose(looked_up.value(), multiplied.value()) ? "true" : "false");
 
-  // One loss over both branches. Each branch is weighted by the same fixed
-  // numbers, so both layers receive the same gradient at their output.
-  tg::Tensor upstream = tg::randn({ids.size(), dim}, gen).set_name("upstream");  // a constant
+  // One loss over both branches: loss = sum(looked_up * upstream) + sum(multiplied * upstream),
+  // so d loss / d looked_up = d loss / d multiplied = upstream. Any constant
+  // would do; round numbers keep the sums below easy to redo by hand.
+  const tg::Tensor upstream = tg::Tensor({{0.1f, 0.2f, 0.3f},  // [4, dim]
+                                          {1.0f, -1.0f, 0.5f},
+                                          {-0.2f, 0.4f, 0.0f},
+                                          {2.0f, 0.5f, -1.5f}})
+                                  .set_name("upstream");
   tg::Tensor loss = tg::sum(looked_up * upstream) + tg::sum(multiplied * upstream);
-  if (!dot_file.empty()) {
-    std::ofstream(dot_file) << tg::to_dot(loss);  // before backward(), which releases the graph
-    std::printf("wrote %s\n\n", dot_file.c_str());
+  std::printf("upstream gradient, d loss / d output %s  (the same for both outputs)\n",
+              tg::shape_str(upstream.shape()).c_str());
+  print_rows(upstream.value(), out_labels);
+  std::printf("\n");
+  {
+    // For --dot: keep the graph (retain_graph) and every tensor's gradient, so
+    // the picture shows what reached each node.
+    tg::RetainAllGradsGuard keep;
+    loss.backward(std::nullopt, /*retain_graph=*/!dot_file.empty());
   }
-  loss.backward();
 
-  // The Embedding's gradient stores rows 1, 2, 3 only, each once: row 3 holds
-  // the sum of the two gradients that reached its two lookups.
+  // The Embedding's gradient stores rows 1, 2, 3 only, each once: out k's
+  // upstream row went to table row ids[k], and row 3 holds the sum of two.
   const tg::SparseRows& sparse = emb.weight.grad().sparse();
   std::printf("embedding grad: sparse, rows {");
   for (std::size_t i = 0; i < sparse.rows.size(); ++i)
@@ -83,11 +113,23 @@ int main(int argc, char** argv) {
   std::printf("} of %zu, values %s, %zu bytes\n", sparse.num_rows,
               tg::shape_str(tg::Shape(sparse.values.shape().begin(), sparse.values.shape().end())).c_str(),
               emb.weight.grad().nbytes());
-  for (std::size_t i = 0; i < sparse.rows.size(); ++i) {
-    std::printf("    row %lld:", (long long)sparse.rows[i]);
-    for (std::size_t c = 0; c < sparse.cols(); ++c) std::printf(" %8.4f", sparse.values(i, c));
-    std::printf("\n");
-  }
+  std::vector<std::string> grad_labels;
+  for (int64_t r : sparse.rows) grad_labels.push_back("row " + std::to_string(r) + ":");
+  const tg::Array values = sparse.values;
+  print_rows(values, grad_labels);
+  // Id 3 was read by two outputs: its row is the sum of their upstream rows.
+  std::vector<std::size_t> reads;  // the outputs that read id 3
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    if (ids(k) == 3) reads.push_back(k);
+  const std::size_t at = std::find(sparse.rows.begin(), sparse.rows.end(), 3) - sparse.rows.begin();
+  std::printf("row 3 = upstream out %zu + out %zu = %s + %s = %s\n", reads[0], reads[1],
+              row_str(upstream.value(), reads[0]).c_str(), row_str(upstream.value(), reads[1]).c_str(),
+              row_str(values, at).c_str());
+  // SparseRows holds its row ids (int64) beside the values (float32).
+  std::printf(
+      "%zu bytes = %zu row ids x %zu bytes (int64) + %zu x %zu values x %zu bytes (float32) = %zu + %zu\n",
+      emb.weight.grad().nbytes(), sparse.rows.size(), sizeof(int64_t), sparse.rows.size(), dim, sizeof(float),
+      sparse.rows.size() * sizeof(int64_t), sparse.values.size() * sizeof(float));
 
   // The Linear's gradient has every entry of [dim, vocab]: zeros for the ids not in the batch.
   const tg::Array& dense = fc.weight.grad().dense();
@@ -95,10 +137,24 @@ int main(int argc, char** argv) {
               tg::shape_str(tg::Shape(dense.shape().begin(), dense.shape().end())).c_str(),
               fc.weight.grad().nbytes());
   const tg::Array dense_t = xt::transpose(dense);  // [dim, vocab] -> [vocab, dim], like the table
-  print_rows("linear grad, transposed", dense_t);
+  std::printf("linear grad, transposed %s\n", tg::shape_str({vocab, dim}).c_str());
+  print_rows(dense_t, row_labels);
 
   // Same numbers once the sparse rows are spread into a full [vocab, dim] matrix.
   const bool agree = xt::allclose(sparse.to_dense(), dense_t);
-  std::printf("gradients agree (sparse densified vs dense transposed): %s\n", agree ? "true" : "false");
+  std::printf("gradients agree (sparse densified vs dense transposed): %s\n\n", agree ? "true" : "false");
+
+  // The same batch against a realistic vocabulary: the lookup's costs do not change.
+  const std::size_t big_vocab = 50000;
+  std::printf("with a %zu-word vocabulary and the same ids:\n", big_vocab);
+  std::printf("    embedding grad still %zu bytes, linear grad %zu bytes\n", emb.weight.grad().nbytes(),
+              big_vocab * dim * sizeof(float));
+  std::printf("    the product does %zu multiplications ([%zu, %zu] x [%zu, %zu]), the lookup none\n",
+              ids.size() * big_vocab * dim, ids.size(), big_vocab, big_vocab, dim);
+
+  if (!dot_file.empty()) {
+    std::ofstream(dot_file) << tg::to_dot(loss);
+    std::printf("wrote %s (render: dot -Tpng %s -o graph.png)\n", dot_file.c_str(), dot_file.c_str());
+  }
   return 0;
 }

@@ -20,13 +20,15 @@ int main() {
     tg::Tensor loss = tg::cross_entropy(tg::matmul(h, w2) + b2, y);
     for (tg::Tensor& p : params) p.zero_grad();
     loss.backward();
-    // An in-place write, like `p.data -= lr * p.grad` in PyTorch: not recorded,
-    // and counted in p.version(), so a graph that still needs the old values
-    // would refuse to backward() rather than give a wrong gradient.
+    // An in-place write, like `p.data -= lr * p.grad` in PyTorch. Writes through
+    // value_mut() are never recorded, so no NoGradGuard is needed here. Each one
+    // is counted in p.version(): a graph that still needs the old values would
+    // refuse to backward() rather than give a wrong gradient.
     for (tg::Tensor& p : params) p.value_mut() -= lr * p.grad().dense();
     if (step % 50 == 0) std::printf("step %3d  loss %.5f\n", step, loss.item());
   }
 
+  // Predictions only: no backward() follows, so the guard keeps the ops off the tape.
   tg::NoGradGuard no_grad;
   tg::Tensor probs = tg::softmax(tg::matmul(tg::tanh(tg::matmul(x, w1) + b1), w2) + b2);
   for (int i = 0; i < 4; ++i)

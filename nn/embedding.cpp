@@ -10,6 +10,7 @@
 
 #include "core/dispatch.hpp"
 #include "core/ops.hpp"
+#include "core/table_memory.hpp"
 #include "core/tape.hpp"
 #include "nn/init.hpp"
 
@@ -79,7 +80,7 @@ void renorm_rows(Array& weight, std::vector<int64_t> rows, float max_norm, float
 
 // Who reads what: entry k reads weight row index[k] and adds it, times
 // coef[k] (sum and mean), into output row bag_of[k]. Padding entries add
-// nothing: bag_of[k] == skip. (An Embedding is the case of one entry per bag.)
+// nothing: bag_of[k] == skip.
 struct Plan {
   std::vector<int64_t> index;
   std::vector<std::size_t> bag_of;
@@ -171,6 +172,25 @@ SparseRows weight_grad(const Plan& p, const Array& g, const std::vector<std::siz
   return out;
 }
 
+// The gradient of a lookup is a scatter-add of rows: output row k was table row
+// ids[k], so its gradient g[k] goes back to that row, and a row looked up twice
+// gets the sum of both (coalesce sorts the rows and adds repeats). The padding
+// row gets nothing. EmbeddingBag computes the same with weight_grad above, which
+// pays off for its many entries per bag: equal bits (tests/test_nn.cpp).
+SparseRows lookup_grad(const std::vector<int64_t>& ids, const Array& g, std::size_t num, std::size_t dim,
+                       std::optional<int64_t> padding_idx) {
+  std::vector<int64_t> rows;  // the table row each output row read, padding left out
+  std::vector<std::size_t> from;
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    if (!is_padding(ids[k], padding_idx)) {
+      rows.push_back(ids[k]);
+      from.push_back(k);
+    }
+  xt::xtensor<float, 2> upstream = xt::empty<float>({rows.size(), dim});  // g's rows, in that order
+  for (std::size_t i = 0; i < from.size(); ++i) std::copy_n(g.data() + from[i] * dim, dim, &upstream(i, 0));
+  return SparseRows::coalesce(rows, upstream, num);
+}
+
 void accumulate_weight_grad(Tensor& weight, SparseRows g, bool sparse) {
   if (sparse)
     weight.accumulate_grad(std::move(g));
@@ -205,24 +225,21 @@ Embedding Embedding::from_pretrained(const Array& weight, EmbeddingOptions optio
 Tensor Embedding::forward(const Indices& input) {
   const std::size_t num = num_embeddings(), dim = embedding_dim();
   check_indices("Embedding", input, num);
-  Plan p{std::vector<int64_t>(input.begin(), input.end()), {}, {}, num, dim};
-  if (options_.max_norm) renorm_rows(weight.value_mut(), p.index, *options_.max_norm, options_.norm_type);
+  std::vector<int64_t> ids(input.begin(), input.end());
+  if (options_.max_norm) renorm_rows(weight.value_mut(), ids, *options_.max_norm, options_.norm_type);
 
-  // [n] rows -> [n, dim]: a row copy per entry; each entry is its own output row.
+  // [n] ids -> [n, dim]: output row k is a copy of table row ids[k]. No multiplication.
   Shape out_shape(input.shape().begin(), input.shape().end());
   out_shape.push_back(dim);
   Array out = xt::empty<float>(out_shape);
-  for (std::size_t k = 0; k < p.index.size(); ++k)
-    std::copy_n(weight.value().data() + p.index[k] * dim, dim, out.data() + k * dim);
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    std::copy_n(weight.value().data() + ids[k] * dim, dim, out.data() + k * dim);
 
-  for (std::size_t k = 0; k < p.index.size(); ++k)
-    p.bag_of.push_back(is_padding(p.index[k], options_.padding_idx) ? skip : k);
-  p.coef.assign(p.index.size(), 1.0f);
-  return record(
-      "embedding", std::move(out), {weight}, Reads::nothing(),
-      [p = std::move(p), sparse = options_.sparse](const Array& g, const Array&, std::vector<Tensor>& in) {
-        accumulate_weight_grad(in[0], weight_grad(p, g, nullptr), sparse);
-      });
+  return record("embedding", std::move(out), {weight}, Reads::nothing(),
+                [ids = std::move(ids), num, dim, padding_idx = options_.padding_idx,
+                 sparse = options_.sparse](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  accumulate_weight_grad(in[0], lookup_grad(ids, g, num, dim, padding_idx), sparse);
+                });
 }
 
 // --------------------------------------------------------------- EmbeddingBag

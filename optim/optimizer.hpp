@@ -69,6 +69,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "core/grad.hpp"
+#include "core/table_memory.hpp"
 #include "core/tensor.hpp"
 #include "nn/module.hpp"
 #include "nn/safetensors.hpp"

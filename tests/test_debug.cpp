@@ -85,6 +85,34 @@ TEST_SUITE("core.debug") {
     }
   }
 
+  TEST_CASE("RetainAllGradsGuard: to_dot draws the gradient at every node, a sparse one by its rows") {
+    tg::nn::Embedding emb(6, 2);
+    emb.weight.set_name("emb.weight");
+    Tensor w = Tensor({2.0f, -1.0f}, true).set_name("w");
+    Tensor looked = emb(tg::Indices{3, 1, 3});  // [3, 2]
+    Tensor loss = tg::sum(looked * w);          // d loss/d looked = w in every row
+    {
+      tg::RetainAllGradsGuard keep;
+      loss.backward(std::nullopt, /*retain_graph=*/true);
+    }
+    REQUIRE(looked.grad().is_dense());
+    CHECK(looked.grad().dense() == Array{{2, -1}, {2, -1}, {2, -1}});
+    CHECK(loss.grad().dense() == Array(1.0f));
+    const std::string dot = tg::to_dot(loss);
+    INFO(dot);
+    CHECK(dot.find("\\ngrad sparse rows {1, 3}") != std::string::npos);     // emb.weight
+    CHECK(dot.find("\\ngrad [2, -1, 2, -1, 2, -1]") != std::string::npos);  // the lookup's output
+    CHECK(dot.find("\\ngrad [1, 1, 1, 1, 1, 1]") != std::string::npos);     // looked * w
+    CHECK(dot.find("sum [") != std::string::npos);
+    CHECK(dot.find("\\ngrad [1]") != std::string::npos);  // the loss
+
+    // Without the guard, an intermediate tensor keeps no gradient (as in PyTorch).
+    Tensor again = emb(tg::Indices{0});
+    tg::sum(again).backward();
+    CHECK(again.grad().empty());
+    CHECK(tg::to_dot(again).find("\\ngrad") == std::string::npos);
+  }
+
   TEST_CASE("anomaly mode: log(0) in a forward pass is caught and named") {
     Tensor x({1.0f, 0.0f}, true);
     {

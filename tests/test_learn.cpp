@@ -80,20 +80,6 @@ std::set<int> int_set(const std::string& text) {
   return out;
 }
 
-// The numbers on the indented lines right after the line that starts with `header`.
-std::vector<double> block_after(const std::string& out, const std::string& header) {
-  std::istringstream lines(out);
-  std::vector<double> values;
-  bool inside = false;
-  for (std::string line; std::getline(lines, line);) {
-    if (inside && (line.empty() || line[0] != ' ')) break;
-    if (inside)
-      for (double x : numbers(line)) values.push_back(x);
-    if (line.rfind(header, 0) == 0) inside = true;
-  }
-  return values;
-}
-
 // The numbers on the line that starts with `prefix`, after it.
 std::vector<double> line_after(const std::string& out, const std::string& prefix) {
   std::istringstream lines(out);
@@ -112,7 +98,32 @@ std::vector<double> bracketed_after(const std::string& out, const std::string& l
   return numbers(inside);
 }
 
-void check_dot_file(const fs::path& file, const std::string& must_name) {
+// The text inside the fenced block that starts with `opening` ("```sh\nmeson ...").
+std::string fenced_block(const std::string& text, const std::string& opening) {
+  const std::size_t at = text.find(opening);
+  if (at == std::string::npos) return "";
+  const std::size_t begin = text.find('\n', at) + 1, end = text.find("```", begin);
+  return end == std::string::npos ? "" : text.substr(begin, end - begin);
+}
+
+using Rows = std::vector<std::vector<double>>;
+
+// The rows printed under the line that starts with `header`: each indented line
+// "    label:  1.0  2.0 ..." gives the numbers after its last ':'.
+Rows rows_after(const std::string& out, const std::string& header) {
+  Rows rows;
+  bool inside = false;
+  for (const std::string& line : lines_of(out)) {
+    if (inside && (line.rfind("    ", 0) != 0)) break;
+    if (inside) rows.push_back(numbers(line.substr(line.rfind(':') + 1)));
+    if (line.rfind(header, 0) == 0) inside = true;
+  }
+  return rows;
+}
+
+// Reads the dot file, checks it names `must_name` and that graphviz parses it
+// (when installed); returns its text.
+std::string check_dot_file(const fs::path& file, const std::string& must_name) {
   std::ifstream in(file);
   REQUIRE_MESSAGE(in.good(), "no dot file at " << file);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -120,11 +131,12 @@ void check_dot_file(const fs::path& file, const std::string& must_name) {
   CHECK(text.find(must_name) != std::string::npos);
   if (run("command -v dot").status != 0) {
     MESSAGE("graphviz's dot is not installed: not checking that " << file << " parses");
-    return;
+    return text;
   }
   const Result d = run("dot -Tsvg '" + file.string() + "' -o /dev/null");
   INFO(d.output);
   CHECK(d.status == 0);
+  return text;
 }
 
 }  // namespace
@@ -143,14 +155,20 @@ TEST_SUITE("learn") {
     scan(r.output, "linear weight", "linear weight [%zu, %zu]", &lin_out, &lin_in);
     CHECK(lin_out == dim);
     CHECK(lin_in == vocab);
+    const Rows table = rows_after(r.output, "embedding weight");
+    REQUIRE(table.size() == vocab);
+    for (const auto& row : table) REQUIRE(row.size() == dim);
 
-    // Both outputs, number by number: one row per id.
+    // Both outputs, number by number: output row k is table row ids[k].
     const std::vector<double> ids = line_after(r.output, "ids:");
-    const std::vector<double> looked_up = block_after(r.output, "embedding(ids)");
-    const std::vector<double> multiplied = block_after(r.output, "linear(one_hot(ids))");
-    REQUIRE(looked_up.size() == ids.size() * dim);
-    REQUIRE(multiplied.size() == looked_up.size());
-    for (std::size_t i = 0; i < looked_up.size(); ++i) CHECK(multiplied[i] == doctest::Approx(looked_up[i]));
+    const Rows looked_up = rows_after(r.output, "embedding(ids)");
+    const Rows multiplied = rows_after(r.output, "linear(one_hot(ids))");
+    REQUIRE(looked_up.size() == ids.size());
+    REQUIRE(multiplied.size() == ids.size());
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      CHECK(looked_up[k] == table.at(static_cast<std::size_t>(ids[k])));
+      for (std::size_t c = 0; c < dim; ++c) CHECK(multiplied[k][c] == doctest::Approx(looked_up[k][c]));
+    }
 
     // The sparse gradient lists each distinct id once; the dense one is the whole table.
     const std::set<int> distinct(ids.begin(), ids.end());
@@ -165,6 +183,61 @@ TEST_SUITE("learn") {
     CHECK(stored == distinct.size());
     CHECK(cols == dim);
     CHECK(sparse_bytes == distinct.size() * (sizeof(int64_t) + dim * sizeof(float)));
+
+    // Each listed row is the sum of the upstream rows of the outputs that read it
+    // (to the printed 4 decimals).
+    const Rows upstream = rows_after(r.output, "upstream gradient");
+    const Rows sparse_values = rows_after(r.output, "embedding grad:");
+    REQUIRE(upstream.size() == ids.size());
+    REQUIRE(sparse_values.size() == distinct.size());
+    std::size_t i = 0;
+    for (int row : distinct) {
+      for (std::size_t c = 0; c < dim; ++c) {
+        double sum = 0;
+        for (std::size_t k = 0; k < ids.size(); ++k) sum += ids[k] == row ? upstream[k][c] : 0.0;
+        CHECK_MESSAGE(std::abs(sparse_values[i][c] - sum) <= 5e-5, "row " << row << " col " << c);
+      }
+      ++i;
+    }
+    // The repeated id's row, spelled out: upstream out a + out b = its gradient row.
+    std::size_t a = 0, b = 0;
+    scan(r.output, "row 3 = upstream", "row 3 = upstream out %zu + out %zu", &a, &b);
+    REQUIRE(a < ids.size());
+    REQUIRE(b < ids.size());
+    CHECK(ids[a] == 3);
+    CHECK(ids[b] == 3);
+    const std::string sum_line = line_starting(r.output, "row 3 = upstream");
+    const std::size_t eq = sum_line.find(" = [");
+    const std::vector<double> lhs = bracketed_after(sum_line, " = ["),
+                              rhs = bracketed_after(sum_line, " + [");
+    const std::vector<double> total = bracketed_after(sum_line.substr(sum_line.rfind(" = ")), " = ");
+    REQUIRE(eq != std::string::npos);
+    REQUIRE(lhs.size() == dim);
+    REQUIRE(rhs.size() == dim);
+    REQUIRE(total.size() == dim);
+    for (std::size_t c = 0; c < dim; ++c) {
+      CHECK(lhs[c] == upstream[a][c]);
+      CHECK(rhs[c] == upstream[b][c]);
+      CHECK(std::abs(total[c] - (lhs[c] + rhs[c])) <= 5e-5);
+      CHECK(total[c] ==
+            sparse_values[static_cast<std::size_t>(std::distance(distinct.begin(), distinct.find(3)))][c]);
+    }
+    // Its bytes: int64 row ids beside float32 values.
+    std::size_t total_bytes = 0, n_ids = 0, id_bytes = 0, n_rows = 0, n_cols = 0, value_bytes = 0,
+                ids_part = 0, values_part = 0;
+    scan(r.output, std::to_string(sparse_bytes) + " bytes =",
+         "%zu bytes = %zu row ids x %zu bytes (int64) + %zu x %zu values x %zu bytes (float32) = %zu + %zu",
+         &total_bytes, &n_ids, &id_bytes, &n_rows, &n_cols, &value_bytes, &ids_part, &values_part);
+    CHECK(total_bytes == sparse_bytes);
+    CHECK(n_ids == distinct.size());
+    CHECK(id_bytes == sizeof(int64_t));
+    CHECK(n_rows == distinct.size());
+    CHECK(n_cols == dim);
+    CHECK(value_bytes == sizeof(float));
+    CHECK(ids_part == n_ids * id_bytes);
+    CHECK(values_part == n_rows * n_cols * value_bytes);
+    CHECK(ids_part + values_part == sparse_bytes);
+
     std::size_t dense_rows = 0, dense_cols = 0, dense_bytes = 0;
     scan(r.output, "linear grad:", "linear grad: dense [%zu, %zu], %zu bytes", &dense_rows, &dense_cols,
          &dense_bytes);
@@ -174,15 +247,31 @@ TEST_SUITE("learn") {
     CHECK(r.output.find("gradients agree (sparse densified vs dense transposed): true") != std::string::npos);
 
     // In the dense gradient, the rows of ids that were not looked up are zero.
-    const std::vector<double> dense_t = block_after(r.output, "linear grad, transposed");
-    REQUIRE(dense_t.size() == vocab * dim);
+    const Rows dense_t = rows_after(r.output, "linear grad, transposed");
+    REQUIRE(dense_t.size() == vocab);
     for (std::size_t row = 0; row < vocab; ++row) {
       bool zero = true;
-      for (std::size_t c = 0; c < dim; ++c) zero = zero && dense_t[row * dim + c] == 0.0;
+      for (std::size_t c = 0; c < dim; ++c) zero = zero && dense_t[row][c] == 0.0;
       CHECK_MESSAGE(zero == !distinct.count(static_cast<int>(row)), "row " << row);
     }
 
-    check_dot_file(dot, "emb.weight");
+    // The same ids against a large vocabulary: the sparse side does not grow.
+    std::size_t big = 0, big_sparse = 0, big_dense = 0, big_mults = 0;
+    scan(r.output, "with a", "with a %zu-word vocabulary", &big);
+    scan(r.output, "embedding grad still", "embedding grad still %zu bytes, linear grad %zu bytes",
+         &big_sparse, &big_dense);
+    scan(r.output, "the product does", "the product does %zu multiplications", &big_mults);
+    CHECK(big > vocab);
+    CHECK(big_sparse == sparse_bytes);
+    CHECK(big_dense == big * dim * sizeof(float));
+    CHECK(big_mults == ids.size() * big * dim);
+
+    // The picture is drawn after backward(): the table's gradient by its rows,
+    // and a gradient at the intermediate nodes too (the loss's is 1).
+    const std::string text = check_dot_file(dot, "emb.weight");
+    CHECK(text.find("grad sparse rows {" + std::string(rows) + "}") != std::string::npos);
+    CHECK(text.find("\\ngrad [1]") != std::string::npos);
+    CHECK(text.find("embedding [") != std::string::npos);
     fs::remove(dot);
   }
 
@@ -265,59 +354,278 @@ TEST_SUITE("learn") {
     REQUIRE(b2.size() == 1);
     CHECK(b2[0] == doctest::Approx(d_out).epsilon(1e-3));
 
-    check_dot_file(dot, "fc1.weight");
+    // gradcheck checks the loss as it is, so its analytic value is a gradient
+    // printed above, digit for digit.
+    CHECK(r.output.find("gradcheck passed for 'loss' (the whole function; L = fn(inputs)") !=
+          std::string::npos);
+    double analytic = 0, numeric = 0;
+    char where[32] = "";
+    const std::string report = line_starting(r.output, "gradcheck passed");
+    REQUIRE(report.find("largest error at input ") != std::string::npos);
+    std::size_t input = 99;
+    REQUIRE(std::sscanf(report.substr(report.find("largest error at input ")).c_str(),
+                        "largest error at input %zu [%31[^]]]: analytic %lf, numeric %lf", &input, where,
+                        &analytic, &numeric) == 4);
+    CHECK(std::abs(analytic - numeric) <= 2e-3 + 1e-2 * std::abs(numeric));
+    char name[32] = "", where_again[32] = "";
+    double printed = 0;
+    scan(r.output, "input " + std::to_string(input) + " is",
+         "input %*u is %31[^:]: its gradient at [%31[^]]], printed above, is %lf", name, where_again,
+         &printed);
+    CHECK(std::string(where_again) == where);
+    CHECK(printed == analytic);
+    // ... and that gradient is in the parameter's printed list, in the same format.
+    const std::vector<double> listed = bracketed_after(r.output, "\n  " + std::string(name) + " ");
+    const std::vector<double> pos = numbers([&] {
+      std::string w = where;
+      std::replace(w.begin(), w.end(), ',', ' ');
+      return w;
+    }());
+    REQUIRE(!listed.empty());
+    const std::vector<double> shape = bracketed_after(r.output, std::string(name) + " [");  // in the listing
+    REQUIRE(shape.size() == pos.size());
+    const std::size_t flat =
+        static_cast<std::size_t>(pos.size() == 2 ? pos[0] * shape[1] + pos[1] : pos.at(0));
+    REQUIRE(flat < listed.size());
+    CHECK(listed[flat] == printed);
+
+    // The picture holds a gradient at every node: the loss's 1 and the tanh output's.
+    const std::string text = check_dot_file(dot, "fc1.weight");
+    CHECK(text.find("mul_scalar [") != std::string::npos);
+    std::size_t with_grad = 0, boxes = 0;
+    for (const std::string& line : lines_of(text)) {
+      if (line.find("[label=") == std::string::npos || line.find("shape=box") == std::string::npos) continue;
+      ++boxes;
+      with_grad += line.find("\\ngrad [") != std::string::npos;
+    }
+    CHECK(boxes >= 4);
+    CHECK(with_grad == boxes);
     fs::remove(dot);
   }
 
-  TEST_CASE("sparse_vs_dense_updates: dense Adam moves rows outside the batch, the others do not") {
+  TEST_CASE(
+      "sparse_vs_dense_updates: with a dense gradient, any optimizer state or weight decay moves absent "
+      "rows") {
     const Result r = run(example("sparse_vs_dense_updates"));
     INFO(r.output);
     REQUIRE(r.status == 0);
 
+    std::size_t vocab = 0, dim = 0;
+    double w00 = 0, lr = 0, lr2 = 0, lr3 = 0, lr4 = 0, momentum = 0, weight_decay = 0;
+    scan(r.output, "embedding", "embedding %zu x %zu, the same starting table for every run (w[0,0] = %lf)",
+         &vocab, &dim, &w00);
+    scan(r.output, "sgd ", "sgd SGD(lr %lf)", &lr);
+    scan(r.output, "sgd+momentum ", "sgd+momentum SGD(lr %lf, momentum %lf)", &lr2, &momentum);
+    scan(r.output, "sgd+decay ", "sgd+decay SGD(lr %lf, weight_decay %lf)", &lr3, &weight_decay);
+    scan(r.output, "adam ", "adam Adam(lr %lf)", &lr4);
+    CHECK(lr2 == lr);
+    CHECK(lr3 == lr);
+    CHECK(lr4 == lr);
+    REQUIRE(momentum > 0);
+    REQUIRE(weight_decay > 0);
+
     struct Step {
-      std::set<int> batch, changed;
-      std::size_t grad_bytes = 0;
+      std::set<int> batch, moved;
+      double w00_moved = 0;
+      std::size_t grad_bytes = 0, state_bytes = 0;
     };
     std::map<std::string, std::vector<Step>> runs;  // "adam dense" -> its steps in order
     for (const std::string& line : lines_of(r.output)) {
-      char optimizer[8], gradient[8], batch[64], changed[64];
+      char optimizer[16], gradient[8], batch[64], moved[64];
       int step = 0;
-      std::size_t bytes = 0;
-      if (std::sscanf(line.c_str(),
-                      "%7s %7s step %d batch {%63[^}]} changed rows: {%63[^}]} gradient %zu bytes", optimizer,
-                      gradient, &step, batch, changed, &bytes) == 6)
-        runs[std::string(optimizer) + " " + gradient].push_back({int_set(batch), int_set(changed), bytes});
-    }
-    REQUIRE(runs.size() == 4);
-    const std::size_t steps = runs["sgd sparse"].size();
-    REQUIRE(steps >= 2);
-    for (auto& [name, s] : runs) REQUIRE_MESSAGE(s.size() == steps, name);
-    CHECK(runs["adam dense"][1].batch != runs["adam dense"][0].batch);  // step 2 uses other ids
-
-    // SGD either way, and lazy Adam: a step moves exactly the rows in its batch.
-    for (const char* name : {"sgd sparse", "sgd dense", "adam sparse"})
-      for (std::size_t k = 0; k < steps; ++k)
-        CHECK_MESSAGE(runs[name][k].changed == runs[name][k].batch, name << " step " << k + 1);
-
-    // Dense Adam: every row ever in a batch keeps moving on its momentum.
-    std::set<int> seen;
-    for (std::size_t k = 0; k < steps; ++k) {
-      const Step& s = runs["adam dense"][k];
-      seen.insert(s.batch.begin(), s.batch.end());
-      CHECK_MESSAGE(s.changed == seen, "adam dense step " << k + 1);
-    }
-    const Step& second = runs["adam dense"][1];
-    CHECK(!std::includes(second.batch.begin(), second.batch.end(), second.changed.begin(),
-                         second.changed.end()));
-
-    // Gradient bytes: a dense gradient is always the table; a sparse one grows with the batch.
-    for (const char* name : {"sgd dense", "adam dense"})
-      for (const Step& s : runs[name]) CHECK(s.grad_bytes == runs["sgd dense"][0].grad_bytes);
-    const std::size_t per_row = runs["sgd sparse"][0].grad_bytes / runs["sgd sparse"][0].batch.size();
-    for (const char* name : {"sgd sparse", "adam sparse"})
-      for (const Step& s : runs[name]) {
-        CHECK(s.grad_bytes == s.batch.size() * per_row);
-        CHECK(s.grad_bytes < runs["sgd dense"][0].grad_bytes);
+      Step s;
+      if (std::sscanf(line.c_str(), "%15s %7s %d {%63[^}]} {%63[^}]} %lf %zu %zu", optimizer, gradient, &step,
+                      batch, moved, &s.w00_moved, &s.grad_bytes, &s.state_bytes) == 8) {
+        s.batch = int_set(batch);
+        s.moved = int_set(moved);
+        runs[std::string(optimizer) + " " + gradient].push_back(s);
       }
+    }
+    REQUIRE(runs.size() == 8);
+    const std::size_t steps = runs["sgd sparse"].size();
+    REQUIRE(steps == 3);
+    for (auto& [name, s] : runs) REQUIRE_MESSAGE(s.size() == steps, name);
+    std::set<int> all;
+    for (std::size_t row = 0; row < vocab; ++row) all.insert(static_cast<int>(row));
+    const std::vector<Step>& batches = runs["sgd sparse"];
+    CHECK(batches[0].batch.count(0) == 1);  // row 0 is in the first batch only
+    CHECK(batches[1].batch.count(0) == 0);
+    CHECK(batches[2].batch.count(0) == 0);
+
+    for (const char* optimizer : {"sgd", "sgd+momentum", "sgd+decay", "adam"}) {
+      // A sparse gradient, any optimizer: a step moves exactly the rows in its batch.
+      const std::string sparse = std::string(optimizer) + " sparse",
+                        dense = std::string(optimizer) + " dense";
+      std::set<int> seen;
+      for (std::size_t k = 0; k < steps; ++k) {
+        CAPTURE(k);
+        const Step& s = runs[sparse][k];
+        CHECK_MESSAGE(s.moved == s.batch, sparse);
+        if (!s.batch.count(0)) CHECK_MESSAGE(s.w00_moved == 0.0, sparse);
+        // A dense gradient: plain SGD moves the batch; momentum and Adam every row
+        // ever in a batch; weight decay every row at every step.
+        const Step& d = runs[dense][k];
+        seen.insert(d.batch.begin(), d.batch.end());
+        const std::set<int> expected = std::string(optimizer) == "sgd"         ? d.batch
+                                       : std::string(optimizer) == "sgd+decay" ? all
+                                                                               : seen;
+        CHECK_MESSAGE(d.moved == expected, dense);
+        // Gradient bytes: a dense gradient is always the table; a sparse one grows with the batch.
+        CHECK(d.grad_bytes == vocab * dim * sizeof(float));
+        CHECK(s.grad_bytes == s.batch.size() * (sizeof(int64_t) + dim * sizeof(float)));
+      }
+    }
+    // Step 2 of dense momentum: rows outside the batch {2, 5} moved.
+    const Step& second = runs["sgd+momentum dense"][1];
+    CHECK(!std::includes(second.batch.begin(), second.batch.end(), second.moved.begin(), second.moved.end()));
+
+    // Row 0's moves, redone from the formulas (gradient 1 at step 1, then 0).
+    // Printed with 4 decimals.
+    auto near = [](double printed, double exact) { return std::abs(printed - exact) <= 6e-5; };
+    const auto& mom = runs["sgd+momentum dense"];
+    CHECK(near(mom[0].w00_moved, -lr));                        // buf = 1
+    CHECK(near(mom[1].w00_moved, -lr * momentum));             // buf = momentum * 1 + 0
+    CHECK(near(mom[2].w00_moved, -lr * momentum * momentum));  // buf = momentum^2
+    const auto& decay = runs["sgd+decay dense"];
+    const double after1 = w00 - lr * (1 + weight_decay * w00);
+    CHECK(near(decay[0].w00_moved, after1 - w00));
+    CHECK(near(decay[1].w00_moved, -lr * weight_decay * after1));  // g = 0 + weight_decay * p
+    const auto& adam = runs["adam dense"];
+    double m = 0, v = 0;
+    for (std::size_t k = 0; k < steps; ++k) {
+      const double g = k == 0 ? 1 : 0, t = static_cast<double>(k + 1);
+      m = 0.9 * m + 0.1 * g;
+      v = 0.999 * v + 0.001 * g * g;
+      const double step =
+          lr * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
+      CHECK_MESSAGE(near(adam[k].w00_moved, -step), "adam dense step " << k + 1);
+    }
+    for (const char* name : {"sgd sparse", "sgd dense"}) CHECK(runs[name][1].w00_moved == 0.0);
+
+    // Optimizer state: none for plain SGD; a buffer plus a flag per row for
+    // momentum; m and v for every row for Adam, lazy or not.
+    for (const char* gradient : {" sparse", " dense"}) {
+      CHECK(runs[std::string("sgd") + gradient][2].state_bytes == 0);
+      CHECK(runs[std::string("sgd+decay") + gradient][2].state_bytes == 0);
+      CHECK(runs[std::string("sgd+momentum") + gradient][2].state_bytes ==
+            vocab * dim * sizeof(float) + vocab);
+      CHECK(runs[std::string("adam") + gradient][2].state_bytes == 2 * vocab * dim * sizeof(float));
+    }
+
+    std::size_t big_vocab = 0, big_dim = 0, ids = 0, dense_bytes = 0, sparse_bytes = 0;
+    scan(r.output, "at ",
+         "at %zu x %zu with %zu distinct ids per batch: dense gradient %zu bytes, sparse %zu bytes",
+         &big_vocab, &big_dim, &ids, &dense_bytes, &sparse_bytes);
+    CHECK(dense_bytes == big_vocab * big_dim * sizeof(float));
+    CHECK(sparse_bytes == ids * (sizeof(int64_t) + big_dim * sizeof(float)));
+  }
+
+  TEST_CASE("the Learn section's printed blocks are what the examples print") {
+    // Each "```text\n$ ./build/examples/NAME" block between the learn markers is
+    // a whole run, pasted: the program's output now must be the same, byte for byte.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    MESSAGE("sanitizer build: the blocks are pasted from, and checked against, the release build");
+    return;
+#endif
+    std::ifstream in(tg::test::source_path("README.md"));
+    REQUIRE(in.good());
+    const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t begin = readme.find("<!-- learn:begin -->"), end = readme.find("<!-- learn:end -->");
+    REQUIRE(begin != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    const std::string learn = readme.substr(begin, end - begin);
+    const std::string opening = "```text\n$ ./build/examples/";
+    std::size_t blocks = 0;
+    for (std::size_t at = learn.find(opening); at != std::string::npos; at = learn.find(opening, at + 1)) {
+      const std::size_t name_at = at + opening.size(), line_end = learn.find('\n', name_at);
+      const std::string name = learn.substr(name_at, line_end - name_at);
+      const std::string pasted = learn.substr(line_end + 1, learn.find("```", line_end) - line_end - 1);
+      CAPTURE(name);
+      REQUIRE(name.find(' ') == std::string::npos);  // no arguments
+      const Result r = run(example(name));
+      REQUIRE(r.status == 0);
+      CHECK(r.output == pasted);
+      ++blocks;
+    }
+    CHECK(blocks == 4);
+  }
+
+  TEST_CASE("the README's gdb recipe runs as written (skipped without gdb)") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    MESSAGE("sanitizer build: the recipe is checked by the plain suite");
+    return;
+#endif
+    if (run("command -v gdb").status != 0) {
+      MESSAGE("gdb is not installed: not checking the README's gdb recipe");
+      return;
+    }
+    std::ifstream in(tg::test::source_path("README.md"));
+    REQUIRE(in.good());
+    const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The shell block that builds the stepped example, and the gdb commands.
+    const std::string build = fenced_block(readme, "```sh\nmeson setup build-debug");
+    const std::string commands = fenced_block(readme, "```gdb\n");
+    REQUIRE(!build.empty());
+    REQUIRE(!commands.empty());
+
+    // The same commands, in a build directory of the test's own.
+    const std::string dir = std::string(TAPEGRAD_BUILD_DIR) + "/gdb-recipe";
+    const std::string source = "cd '" + tg::test::source_path("") + "' && ";
+    std::string gdb_line;
+    for (const std::string& line : lines_of(build)) {
+      std::string command = line;
+      for (const std::string name : {"./build-debug", "build-debug"})
+        for (std::size_t at; (at = command.find(name)) != std::string::npos;)
+          command.replace(at, name.size(), "'" + dir + "'");
+      if (line.rfind("gdb ", 0) == 0) {
+        gdb_line = command;
+        continue;
+      }
+      if (line.rfind("meson setup", 0) == 0 && fs::exists(dir + "/build.ninja")) continue;  // set up once
+      const Result step = run(source + command);
+      INFO(command);
+      INFO(step.output);
+      REQUIRE(step.status == 0);
+    }
+    REQUIRE(gdb_line.rfind("gdb --args ", 0) == 0);
+    const fs::path script = temp_file("recipe.gdb");
+    std::ofstream(script) << commands;
+    // -batch: run the commands, then quit. stdbuf: the program's own prints are
+    // line-buffered as on a terminal, so print_tape()'s lines show up in order.
+    // `meson test` points LD_LIBRARY_PATH at the release library, which would
+    // win over the debug program's own (no debug information, no tape.cpp):
+    // a learner's shell has no such setting.
+    const Result r = run(source + "env -u LD_LIBRARY_PATH stdbuf -oL gdb -batch -nx -x '" + script.string() +
+                         "' --args" + gdb_line.substr(std::string("gdb --args").size()));
+    fs::remove(script);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("not defined") == std::string::npos);
+    CHECK(r.output.find("No symbol") == std::string::npos);
+
+    // Both breakpoints are hit, and what gdb prints is the example's last forward entry.
+    const Result plain = run(example("backprop_by_hand"));
+    std::string last;
+    std::size_t entries = 0;
+    for (const std::string& line : lines_of(plain.output)) {
+      int index = -1;
+      if (std::sscanf(line.c_str(), "  [%d] ", &index) == 1) {
+        last = line.substr(2);
+        ++entries;
+      }
+    }
+    REQUIRE(!last.empty());
+    const std::string op = last.substr(last.find("] ") + 2, last.find('(') - last.find("] ") - 2);
+    bool in_run_backward = false, in_before_step = false;
+    for (const std::string& line : lines_of(r.output)) {
+      if (line.find("hit Breakpoint") == std::string::npos) continue;
+      in_run_backward = in_run_backward || line.find("tg::run_backward (") != std::string::npos;
+      in_before_step = in_before_step || line.find("tg::debug::before_step (") != std::string::npos;
+    }
+    CHECK(in_run_backward);
+    CHECK(in_before_step);
+    CHECK(r.output.find("$1 = \"" + op + "\"") != std::string::npos);
+    CHECK(r.output.find("$2 = \"" + last + "\"") != std::string::npos);
+    CHECK(r.output.find("tape: " + std::to_string(entries) + " recorded entries") != std::string::npos);
   }
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -308,6 +309,40 @@ TEST_SUITE("nn") {
           ++i;
         }
         CHECK(mismatches == 0);  // the same summation order gives the same bits
+      }
+    }
+  }
+
+  TEST_CASE("Embedding's plain backward and EmbeddingBag's grouped one give the same bits") {
+    // Embedding's backward is SparseRows::coalesce of the upstream rows; the
+    // bag's groups entries by row (a radix sort from 256 entries on). The same
+    // ids, one per bag, must give the same gradient bit for bit, -0.0 included.
+    tg::Generator gen(5);
+    for (const std::size_t n : {std::size_t{4}, std::size_t{1000}}) {
+      for (const std::optional<int64_t> padding : {std::optional<int64_t>{}, std::optional<int64_t>{3}}) {
+        CAPTURE(n);
+        CAPTURE(padding.has_value());
+        const std::size_t vocab = 5000, dim = 5;
+        const Array table = tg::randn({vocab, dim}, gen).value();
+        auto emb = nn::Embedding::from_pretrained(table, {.padding_idx = padding}, /*freeze=*/false);
+        auto bag = nn::EmbeddingBag::from_pretrained(
+            table, {.mode = nn::EmbeddingBagMode::sum, .padding_idx = padding}, /*freeze=*/false);
+        Indices ids = xt::empty<int64_t>({n});
+        for (auto& id : ids) id = static_cast<int64_t>(gen() % 40);  // few rows, many repeats
+        ids(0) = 45;                                                 // read once, below with a -0.0
+        Indices offsets = xt::empty<int64_t>({n});
+        for (std::size_t k = 0; k < n; ++k) offsets(k) = static_cast<int64_t>(k);
+        Array g = tg::randn({n, dim}, gen).value();
+        g(0, 0) = -0.0f;  // row 45's only contribution: -0.0 in both (0.0f + -0.0f would be +0.0)
+
+        emb(ids).backward(g);
+        bag(ids, offsets).backward(g);
+        const tg::SparseRows& plain = emb.weight.grad().sparse();
+        const tg::SparseRows& grouped = bag.weight.grad().sparse();
+        CHECK(plain.rows == grouped.rows);
+        REQUIRE(plain.values.size() == grouped.values.size());
+        CHECK(std::memcmp(plain.values.data(), grouped.values.data(), plain.values.size() * sizeof(float)) ==
+              0);
       }
     }
   }
