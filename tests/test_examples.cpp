@@ -395,3 +395,39 @@ TEST_SUITE("examples") {
     CHECK(r.output.find("names.txt") != std::string::npos);
   }
 }
+
+TEST_SUITE("examples") {
+  TEST_CASE("the README's digits and names outputs are what the programs print") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    MESSAGE("sanitizer build: the outputs are pasted from, and checked against, the release build");
+    return;
+#endif
+    const std::string readme = read_bytes(tg::test::source_path("README.md"));
+    auto block_after = [&](const std::string& marker) {  // the ```text block after `marker`
+      const std::size_t at = readme.find(marker);
+      REQUIRE(at != std::string::npos);
+      const std::size_t begin = readme.find("```text\n", at) + 8;
+      return readme.substr(begin, readme.find("```", begin) - begin);
+    };
+    const std::string root = "cd " + tg::test::source_path(".") + " && ";
+
+    // Digits: the rows shown (the middle ones are left out) are rows the program prints.
+    auto digits = run_command(root + tg::test::example_path("digits_mlp"));
+    REQUIRE(digits.status == 0);
+    std::stringstream shown(block_after("<!-- digits-output:begin -->"));
+    int rows = 0;
+    for (std::string line; std::getline(shown, line);) {
+      if (line == "  ...") continue;
+      CAPTURE(line);
+      CHECK(digits.output.find(line + "\n") != std::string::npos);
+      ++rows;
+    }
+    CHECK(rows == 10);
+
+    // Names: the whole run on the bundled sample, as pasted.
+    auto names =
+        run_command(root + tg::test::example_path("names_mlp") + " --data examples/data/names_sample.txt");
+    REQUIRE(names.status == 0);
+    CHECK(names.output == block_after("`./build/examples/names_mlp --data examples/data/names_sample.txt`:"));
+  }
+}
