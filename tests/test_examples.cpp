@@ -1,12 +1,16 @@
 // The examples, run as a user runs them: the real binaries, their output files.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <tapegrad/data/split.hpp>
 #include <tapegrad/data/tsv.hpp>
@@ -326,5 +330,212 @@ TEST_SUITE("examples") {
     CHECK(out[0].find("(no known words)") == std::string::npos);
     CHECK(out[1].find("\t(no known words)") != std::string::npos);  // the empty line
     CHECK(out[2].find("\t(no known words)") != std::string::npos);  // unknown words only
+  }
+}
+
+// ---- digits_mlp and names_mlp: the training programs of the README's
+// "Write your own training program", run as a user runs them.
+namespace {
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The rows of a per-epoch table ("epoch lr ..." then one line per epoch),
+// keyed by epoch, each the line's numbers.
+std::map<int, std::vector<double>> epoch_rows(const std::string& output) {
+  std::map<int, std::vector<double>> rows;
+  std::stringstream lines(output);
+  bool in_table = false;
+  for (std::string line; std::getline(lines, line);) {
+    std::stringstream fields(line);
+    std::string first;
+    fields >> first;
+    if (first == "epoch") {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || first.empty() || first.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::vector<double> numbers;
+    for (double x; fields >> x;) numbers.push_back(x);
+    rows[std::stoi(first)] = numbers;
+  }
+  return rows;
+}
+
+// The text of `output` after `marker` up to the end of that line.
+std::string line_after(const std::string& output, const std::string& marker) {
+  const auto at = output.find(marker);
+  if (at == std::string::npos) return "";
+  const auto start = at + marker.size();
+  return output.substr(start, output.find('\n', start) - start);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Dev cross-entropy (nats per character) of a bigram count model with add-one
+// smoothing, fitted on the first 90% of the names: what names_mlp has to beat.
+double bigram_dev_loss(const std::vector<std::string>& names) {
+  const std::size_t n_train = names.size() * 9 / 10;
+  auto id = [](char c) { return c == '.' ? 0 : c - 'a' + 1; };
+  std::vector<std::vector<double>> counts(27, std::vector<double>(27, 1.0));  // add one
+  for (std::size_t i = 0; i < n_train; ++i) {
+    int prev = 0;
+    for (char c : names[i] + '.') counts[prev][id(c)] += 1, prev = id(c);
+  }
+  double total = 0;
+  std::size_t n = 0;
+  for (std::size_t i = n_train; i < names.size(); ++i) {
+    int prev = 0;
+    for (char c : names[i] + '.') {
+      double row = 0;
+      for (double x : counts[prev]) row += x;
+      total -= std::log(counts[prev][id(c)] / row);
+      ++n, prev = id(c);
+    }
+  }
+  return total / static_cast<double>(n);
+}
+
+}  // namespace
+
+TEST_SUITE("examples") {
+  TEST_CASE("digits_mlp reaches a test accuracy of 0.97, and the README's program prints the same table") {
+    auto r = run_command(tg::test::example_path("digits_mlp"));
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const auto rows = epoch_rows(r.output);
+    REQUIRE(rows.size() == 40);
+    REQUIRE(rows.at(40).size() == 4);  // lr, train_loss, test_loss, accuracy
+    CHECK(rows.at(40)[3] >= 0.97);
+    CHECK(rows.at(40)[1] < 0.2 * rows.at(1)[1]);  // the training loss fell
+    CHECK(rows.at(1)[0] == doctest::Approx(2e-3));
+    CHECK(rows.at(40)[0] < 1e-5);  // the cosine schedule ends near 0
+
+    // The README's program is compiled from README.md; run from the source root,
+    // as the README says, it trains the same model on the same data.
+    auto readme =
+        run_command("cd " + tg::test::source_path(".") + " && " + tg::test::example_path("readme_digits"));
+    INFO(readme.output);
+    REQUIRE(readme.status == 0);
+    CHECK(readme.output == r.output);
+  }
+
+  TEST_CASE("digits_mlp and names_mlp resume exactly: stopped after K epochs and resumed = never stopped") {
+    TempDir tmp;
+    const fs::path dir = tmp.path;
+    for (const std::string name : {"digits_mlp", "names_mlp"}) {
+      CAPTURE(name);
+      const std::string exe = tg::test::example_path(name) + " --epochs 4";
+      const std::string full = (dir / (name + "_full.ckpt")).string(),
+                        half = (dir / (name + "_half.ckpt")).string(),
+                        resumed = (dir / (name + "_resumed.ckpt")).string();
+      auto a = run_command(exe + " --save " + full);
+      auto b = run_command(exe + " --stop-after 2 --save " + half);
+      auto c = run_command(exe + " --load " + half + " --save " + resumed);
+      INFO(a.output << "\n---\n" << b.output << "\n---\n" << c.output);
+      REQUIRE(a.status == 0);
+      REQUIRE(b.status == 0);
+      REQUIRE(c.status == 0);
+      // Weights, Adam's moments and step counts, the schedule, the generator: byte for byte.
+      CHECK(read_bytes(full).size() > 1000);
+      CHECK(read_bytes(full) == read_bytes(resumed));
+      CHECK(read_bytes(full) != read_bytes(half));
+      const auto rows_a = epoch_rows(a.output), rows_b = epoch_rows(b.output), rows_c = epoch_rows(c.output);
+      REQUIRE(rows_a.size() == 4);
+      REQUIRE(rows_b.size() == 2);
+      REQUIRE(rows_c.size() == 2);  // epochs 3 and 4 only
+      CHECK(rows_b.at(2) == rows_a.at(2));
+      CHECK(rows_c.at(3) == rows_a.at(3));
+      CHECK(rows_c.at(4) == rows_a.at(4));
+      // names_mlp samples after training, from the generator the checkpoint restored.
+      CHECK(line_after(c.output, "sampled:") == line_after(a.output, "sampled:"));
+    }
+  }
+
+  TEST_CASE("names_mlp on the bundled names: beats a bigram model on dev, samples 20 names") {
+    const std::string data = tg::test::source_path("examples/data/names_sample.txt");
+    auto r = run_command(tg::test::example_path("names_mlp") + " --data " + data);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const auto rows = epoch_rows(r.output);
+    REQUIRE(rows.size() == 10);
+    REQUIRE(rows.at(10).size() == 3);  // lr, train_loss, dev_loss
+    // Before training a prediction is near uniform over 27 characters: ln 27 = 3.30 nats.
+    CHECK(rows.at(1)[1] < std::log(27.0));
+    CHECK(rows.at(10)[1] < rows.at(1)[1] - 0.3);
+    // Three characters of context beat one: the dev loss is below that of
+    // bigram counts (add-one smoothing) fitted on the same train names.
+    const double bigram = bigram_dev_loss(read_lines(data));
+    CAPTURE(bigram);
+    CHECK(bigram > 2.3);
+    CHECK(rows.at(10)[2] < bigram - 0.05);
+
+    std::stringstream sampled(line_after(r.output, "sampled:"));
+    std::vector<std::string> names;
+    for (std::string name; sampled >> name;) names.push_back(name);
+    CHECK(names.size() >= 19);  // 20, one of which may be empty (the model ended it at once)
+    for (const std::string& name : names)
+      CHECK(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
+  }
+
+  TEST_CASE("digits_mlp and names_mlp reject bad flags and bad data, naming them") {
+    TempDir tmp;
+    const fs::path dir = tmp.path;
+    auto r = run_command(tg::test::example_path("digits_mlp") + " --epoch 3");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("digits_mlp: bad flag --epoch") != std::string::npos);
+    {
+      std::ofstream out(dir / "names.txt");
+      for (int i = 0; i < 20; ++i) out << (i == 12 ? "Anne-Marie" : "anna") << '\n';
+    }
+    r = run_command(tg::test::example_path("names_mlp") + " --data " + (dir / "names.txt").string());
+    CHECK(r.status == 1);
+    CHECK(r.output.find("names.txt:13: not a name of letters a-z") != std::string::npos);
+    r = run_command(tg::test::example_path("names_mlp") + " --load " + (dir / "names.txt").string());
+    CHECK(r.status == 1);
+    CHECK(r.output.find("names.txt") != std::string::npos);
+  }
+}
+
+TEST_SUITE("examples") {
+  TEST_CASE("the README's digits and names outputs are what the programs print") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    MESSAGE("sanitizer build: the outputs are pasted from, and checked against, the release build");
+    return;
+#endif
+    const std::string readme = read_bytes(tg::test::source_path("README.md"));
+    auto block_after = [&](const std::string& marker) {  // the ```text block after `marker`
+      const std::size_t at = readme.find(marker);
+      REQUIRE(at != std::string::npos);
+      const std::size_t begin = readme.find("```text\n", at) + 8;
+      return readme.substr(begin, readme.find("```", begin) - begin);
+    };
+    const std::string root = "cd " + tg::test::source_path(".") + " && ";
+
+    // Digits: the rows shown (the middle ones are left out) are rows the program prints.
+    auto digits = run_command(root + tg::test::example_path("digits_mlp"));
+    REQUIRE(digits.status == 0);
+    std::stringstream shown(block_after("<!-- digits-output:begin -->"));
+    int rows = 0;
+    for (std::string line; std::getline(shown, line);) {
+      if (line == "  ...") continue;
+      CAPTURE(line);
+      CHECK(digits.output.find(line + "\n") != std::string::npos);
+      ++rows;
+    }
+    CHECK(rows == 10);
+
+    // Names: the whole run on the bundled sample, as pasted.
+    auto names =
+        run_command(root + tg::test::example_path("names_mlp") + " --data examples/data/names_sample.txt");
+    REQUIRE(names.status == 0);
+    CHECK(names.output == block_after("`./build/examples/names_mlp --data examples/data/names_sample.txt`:"));
   }
 }

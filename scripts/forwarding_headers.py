@@ -20,7 +20,7 @@ def main():
     wanted = {}
     for header in headers:
         rel = os.path.relpath(header, root)
-        wanted[rel] = ("// Generated when the build is configured (tools/forwarding_headers.py).\n"
+        wanted[rel] = ("// Generated when the build is configured (scripts/forwarding_headers.py).\n"
                        f'#include "{os.path.abspath(header)}"\n')
     # A header that left the list leaves the directory too.
     if os.path.isdir(target):

@@ -1,0 +1,134 @@
+// A character-level language model of first names, the MLP of Bengio et al. (2003)
+// that learners meet as "makemore": the 3 characters before -> Embedding(27, dim)
+// -> flatten -> Linear(3 dim, hidden) -> tanh -> Linear(hidden, 27) -> the next one.
+// Here the Embedding is a small dense table that learns what letters are like.
+//
+//   names_mlp [--data TXT] [--epochs N] [--seed S] [--save FILE] [--load FILE] [--stop-after K]
+//
+// TXT holds a name a line (a-z only): the first 90% train, the last 10% are dev.
+// Prints the train and dev loss per epoch, then 20 names sampled from the model.
+// --save FILE writes a checkpoint after every epoch; --load FILE goes on from it;
+// --stop-after K stops after epoch K, as an interrupted run would.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tapegrad.hpp"
+
+// tests/tools/names_mlp_reference.py is the same model in PyTorch, with these defaults.
+constexpr std::size_t context = 3, dim = 10, hidden = 200, batch_size = 32;
+constexpr double lr = 0.01;  // Adam's, decayed to 0 over the epochs by CosineAnnealingLR
+
+// Each character of a name (and the end, '.') is an example: the 3 characters
+// before it -> it. '.' (0) also pads the start; 'a'..'z' are 1..26.
+struct Examples {
+  tg::Indices x, y;  // [N, 3] and [N]
+};
+static Examples make_examples(const std::vector<std::string>& names) {
+  std::vector<int64_t> xs, ys;
+  for (const std::string& name : names) {
+    std::vector<int64_t> window(context, 0);
+    for (char c : name + '.') {
+      const int64_t id = c == '.' ? 0 : c - 'a' + 1;
+      xs.insert(xs.end(), window.begin(), window.end());
+      ys.push_back(id);
+      window.erase(window.begin());
+      window.push_back(id);
+    }
+  }
+  return {tg::indices(xs, {ys.size(), context}), tg::indices(ys)};
+}
+
+static std::vector<std::string> read_names(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos)
+      throw std::runtime_error(path + ":" + std::to_string(names.size() + 1) + ": not a name of letters a-z");
+    names.push_back(line);
+  }
+  if (names.size() < 10) throw std::runtime_error(path + ": cannot be read, or holds fewer than 10 names");
+  return names;
+}
+
+int main(int argc, char** argv) try {
+  std::map<std::string, std::string> flag = {
+      {"--data", NAMES_DEFAULT_DATA}, {"--epochs", "10"}, {"--seed", "0"}};
+  for (const char* name : {"--save", "--load", "--stop-after"}) flag[name] = "";  // off unless given
+  for (int i = 1; i < argc; i += 2) {
+    if (!flag.count(argv[i]) || i + 1 == argc)
+      throw std::invalid_argument(std::string("bad flag ") + argv[i]);
+    flag[argv[i]] = argv[i + 1];
+  }
+  const int epochs = std::stoi(flag["--epochs"]);
+  const int last = flag["--stop-after"].empty() ? epochs : std::stoi(flag["--stop-after"]);
+
+  std::vector<std::string> names = read_names(flag["--data"]);
+  const std::size_t n_train = names.size() * 9 / 10;
+  Examples train = make_examples({names.begin(), names.begin() + n_train});
+  Examples dev = make_examples({names.begin() + n_train, names.end()});
+  std::printf("data: %s: %zu names (%zu train, %zu dev), %zu train and %zu dev examples\n",
+              flag["--data"].c_str(), names.size(), n_train, names.size() - n_train, train.y.size(),
+              dev.y.size());
+
+  tg::Generator gen(std::stoul(flag["--seed"]));  // weights, shuffling, sampling; saved in the checkpoint
+  // 27 rows, most of them looked up by every batch: a dense gradient, and so
+  // PyTorch's (dense) Adam, not the lazy row-by-row update.
+  tg::nn::Sequential model(tg::nn::Embedding(27, dim, {.sparse = false}, gen), tg::nn::Flatten(),
+                           tg::nn::Linear(context * dim, hidden, true, gen), tg::nn::Tanh(),
+                           tg::nn::Linear(hidden, 27, true, gen));
+  tg::data::BatchSampler batches(train.y.size(), {.batch_size = batch_size, .shuffle = true}, gen);
+  tg::optim::Adam opt(model.parameters(), {.lr = lr});
+  tg::optim::CosineAnnealingLR sched(opt, {.T_max = epochs});
+
+  tg::Checkpoint ckpt{.model = &model, .optimizer = &opt, .scheduler = &sched, .generator = &gen};
+  int first = 1;
+  if (!flag["--load"].empty()) {
+    tg::load_checkpoint(flag["--load"], ckpt);
+    first = std::stoi(ckpt.metadata.at("epoch")) + 1;
+  }
+
+  auto loss_on = [&](const Examples& set) {  // mean cross-entropy over the whole set, in nats
+    tg::NoGradGuard no_grad;
+    return tg::cross_entropy(model(set.x), set.y).item();
+  };
+  std::printf("%5s %9s %10s %9s\n", "epoch", "lr", "train_loss", "dev_loss");
+  for (int epoch = first; epoch <= last; ++epoch) {
+    const double epoch_lr = opt.lr();
+    for (const tg::Indices& idx : batches) {
+      tg::Tensor loss = tg::cross_entropy(model(tg::data::take(train.x, idx)), tg::data::take(train.y, idx));
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+    sched.step();
+    std::printf("%5d %9.6f %10.4f %9.4f\n", epoch, epoch_lr, loss_on(train), loss_on(dev));
+    if (!flag["--save"].empty()) {
+      ckpt.metadata["epoch"] = std::to_string(epoch);
+      tg::save_checkpoint(flag["--save"], ckpt);
+    }
+  }
+
+  std::printf("sampled:");
+  tg::NoGradGuard no_grad;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<int64_t> window(context, 0);
+    std::string name;
+    while (name.size() < 30) {
+      tg::Tensor probs = tg::softmax(model(tg::indices(window, {1, context})), 1);  // [1, 27]
+      const int64_t id = tg::multinomial(probs, 1, gen)(0, 0);
+      if (id == 0) break;
+      name += static_cast<char>('a' + id - 1);
+      window.erase(window.begin());
+      window.push_back(id);
+    }
+    std::printf(" %s", name.c_str());
+  }
+  std::printf("\n");
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "names_mlp: %s\n", e.what());
+  return 1;
+}
