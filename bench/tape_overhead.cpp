@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 int main(int argc, char** argv) {
   const int ops = argc > 1 ? std::atoi(argv[1]) : 3000;

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 int main(int argc, char** argv) try {
   std::map<std::string, std::string> flag = {
@@ -23,9 +23,17 @@ int main(int argc, char** argv) try {
       throw std::invalid_argument(std::string("bad flag ") + argv[i]);
     flag[argv[i]] = argv[i + 1];
   }
-  const int epochs = std::stoi(flag["--epochs"]);
-  const int last = flag["--stop-after"].empty() ? epochs : std::stoi(flag["--stop-after"]);
-  const int seed = std::stoi(flag["--seed"]);
+  auto number = [&](const std::string& name) {  // names the flag (std::stoi says only "stoi")
+    std::size_t used = 0;
+    int v = -1;
+    try { v = std::stoi(flag[name], &used); } catch (const std::exception&) {}
+    if (v < 0 || used != flag[name].size())
+      throw std::invalid_argument(name + ": not a whole number >= 0: '" + flag[name] + "'");
+    return v;
+  };
+  const int epochs = number("--epochs");
+  const int last = flag["--stop-after"].empty() ? epochs : number("--stop-after");
+  const int seed = number("--seed");
 
   // The data: features [1797, 64] scaled to [0, 1], labels [1797]; 20% held out.
   tg::data::CsvData data = tg::data::read_csv(flag["--data"], {.header = true});

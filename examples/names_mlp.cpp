@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad.hpp"
+#include <tapegrad/tapegrad.hpp>
 
 // tests/tools/names_mlp_reference.py is the same model in PyTorch, with these defaults.
 constexpr std::size_t context = 3, dim = 10, hidden = 200, batch_size = 32;
@@ -63,8 +63,16 @@ int main(int argc, char** argv) try {
       throw std::invalid_argument(std::string("bad flag ") + argv[i]);
     flag[argv[i]] = argv[i + 1];
   }
-  const int epochs = std::stoi(flag["--epochs"]);
-  const int last = flag["--stop-after"].empty() ? epochs : std::stoi(flag["--stop-after"]);
+  auto number = [&](const std::string& name) {  // names the flag (std::stoi says only "stoi")
+    std::size_t used = 0;
+    int v = -1;
+    try { v = std::stoi(flag[name], &used); } catch (const std::exception&) {}
+    if (v < 0 || used != flag[name].size())
+      throw std::invalid_argument(name + ": not a whole number >= 0: '" + flag[name] + "'");
+    return v;
+  };
+  const int epochs = number("--epochs");
+  const int last = flag["--stop-after"].empty() ? epochs : number("--stop-after");
 
   std::vector<std::string> names = read_names(flag["--data"]);
   const std::size_t n_train = names.size() * 9 / 10;
@@ -74,7 +82,7 @@ int main(int argc, char** argv) try {
               flag["--data"].c_str(), names.size(), n_train, names.size() - n_train, train.y.size(),
               dev.y.size());
 
-  tg::Generator gen(std::stoul(flag["--seed"]));  // weights, shuffling, sampling; saved in the checkpoint
+  tg::Generator gen(number("--seed"));  // weights, shuffling, sampling; saved in the checkpoint
   // 27 rows, most of them looked up by every batch: a dense gradient, and so
   // PyTorch's (dense) Adam, not the lazy row-by-row update.
   tg::nn::Sequential model(tg::nn::Embedding(27, dim, {.sparse = false}, gen), tg::nn::Flatten(),

@@ -491,6 +491,11 @@ TEST_SUITE("examples") {
     auto r = run_command(tg::test::example_path("digits_mlp") + " --epoch 3");
     CHECK(r.status == 1);
     CHECK(r.output.find("digits_mlp: bad flag --epoch") != std::string::npos);
+    for (const std::string value : {"two", "3x", "-1"}) {  // the flag is named, not std::stoi
+      r = run_command(tg::test::example_path("names_mlp") + " --epochs " + value);
+      CHECK(r.status == 1);
+      CHECK(r.output.find("--epochs: not a whole number >= 0: '" + value + "'") != std::string::npos);
+    }
     {
       std::ofstream out(dir / "names.txt");
       for (int i = 0; i < 20; ++i) out << (i == 12 ? "Anne-Marie" : "anna") << '\n';
