@@ -27,6 +27,7 @@
 #include <tapegrad/data/vocabulary.hpp>
 
 #include "ids_file.hpp"
+#include "options.hpp"
 
 namespace {
 
@@ -41,33 +42,11 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--tsv")
-      o.tsv = value();
-    else if (a == "--synthetic")
-      o.synthetic = true;
-    else if (a == "--vocab")
-      o.vocab = std::stoll(value());
-    else if (a == "--docs")
-      o.docs = std::stoll(value());
-    else if (a == "--tokens")
-      o.tokens = std::stoll(value());
-    else if (a == "--min-df")
-      o.min_df = std::stoll(value());
-    else if (a == "--max-vocab")
-      o.max_vocab = std::stoll(value());
-    else if (a == "--seed")
-      o.seed = std::stoull(value());
-    else if (a.rfind("--", 0) != 0 && o.out.empty())
-      o.out = a;
-    else
-      throw std::invalid_argument("unknown argument '" + a + "'");
-  }
+  const std::vector<std::string> rest = bench::read_options(
+      argc, argv,
+      {{"--tsv", &o.tsv}, {"--synthetic", &o.synthetic}, {"--vocab", &o.vocab}, {"--docs", &o.docs},
+       {"--tokens", &o.tokens}, {"--min-df", &o.min_df}, {"--max-vocab", &o.max_vocab}, {"--seed", &o.seed}});
+  if (rest.size() == 1) o.out = rest[0];
   if (o.out.empty() || o.synthetic == !o.tsv.empty())
     throw std::invalid_argument("usage: export_ids (--tsv FILE | --synthetic --vocab V) [options] OUT");
   if (o.synthetic && (o.vocab <= 0 || o.tokens <= 0 || o.tokens > o.vocab || o.docs <= 0))

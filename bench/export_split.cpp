@@ -24,6 +24,8 @@
 #include <tapegrad/data/tokenizer.hpp>
 #include <tapegrad/data/tsv.hpp>
 
+#include "options.hpp"
+
 namespace {
 
 struct Options {
@@ -34,23 +36,9 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--tsv")
-      o.tsv = value();
-    else if (a == "--test-fraction")
-      o.test_fraction = std::stod(value());
-    else if (a == "--seed")
-      o.seed = std::stoull(value());
-    else if (a.rfind("--", 0) != 0 && o.dir.empty())
-      o.dir = a;
-    else
-      throw std::invalid_argument("unknown argument '" + a + "'");
-  }
+  const std::vector<std::string> rest = bench::read_options(
+      argc, argv, {{"--tsv", &o.tsv}, {"--test-fraction", &o.test_fraction}, {"--seed", &o.seed}});
+  if (rest.size() == 1) o.dir = rest[0];
   if (o.tsv.empty() || o.dir.empty())
     throw std::invalid_argument("usage: export_split --tsv FILE [--test-fraction X] [--seed N] DIR");
   return o;

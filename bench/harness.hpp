@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "ids_file.hpp"
+#include "options.hpp"
 
 namespace bench {
 
@@ -43,35 +44,12 @@ struct Args {
 
 inline Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
-    const std::string v = argv[++i];
-    if (k == "--ids")
-      a.ids = v;
-    else if (k == "--model")
-      a.model = v;
-    else if (k == "--optim")
-      a.optim = v;
-    else if (k == "--dim")
-      a.dim = std::stoll(v);
-    else if (k == "--batch")
-      a.batch = std::stoll(v);
-    else if (k == "--warmup")
-      a.warmup = std::stoll(v);
-    else if (k == "--repeats")
-      a.repeats = std::stoll(v);
-    else if (k == "--max-steps")
-      a.max_steps = std::stoll(v);
-    else if (k == "--target-ms")
-      a.target_ms = std::stod(v);
-    else if (k == "--lr")
-      a.lr = std::stod(v);
-    else if (k == "--zero-grad")
-      a.zero_grad = v;
-    else
-      throw std::invalid_argument("unknown option " + k);
-  }
+  const std::vector<std::string> rest = read_options(
+      argc, argv,
+      {{"--ids", &a.ids}, {"--model", &a.model}, {"--optim", &a.optim}, {"--dim", &a.dim}, {"--batch", &a.batch},
+       {"--warmup", &a.warmup}, {"--repeats", &a.repeats}, {"--max-steps", &a.max_steps},
+       {"--target-ms", &a.target_ms}, {"--lr", &a.lr}, {"--zero-grad", &a.zero_grad}});
+  if (!rest.empty()) throw std::invalid_argument("unexpected argument '" + rest[0] + "'");
   if (a.ids.empty()) throw std::invalid_argument("--ids FILE is required");
   if (a.model != "embedding" && a.model != "linear") throw std::invalid_argument("--model embedding|linear");
   if (a.optim != "sgd" && a.optim != "adam") throw std::invalid_argument("--optim sgd|adam");

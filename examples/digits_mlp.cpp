@@ -8,32 +8,19 @@
 // from the epoch it holds, exactly as if the run had not stopped. --stop-after K
 // stops after epoch K, as an interrupted run would.
 #include <cstdio>
-#include <map>
 #include <stdexcept>
 #include <string>
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "flags.hpp"
+
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> flag = {
-      {"--data", DIGITS_DEFAULT_DATA}, {"--epochs", "40"}, {"--seed", "0"}};
-  for (const char* name : {"--save", "--load", "--stop-after"}) flag[name] = "";  // off unless given
-  for (int i = 1; i < argc; i += 2) {
-    if (!flag.count(argv[i]) || i + 1 == argc)
-      throw std::invalid_argument(std::string("bad flag ") + argv[i]);
-    flag[argv[i]] = argv[i + 1];
-  }
-  auto number = [&](const std::string& name) {  // names the flag (std::stoi says only "stoi")
-    std::size_t used = 0;
-    int v = -1;
-    try { v = std::stoi(flag[name], &used); } catch (const std::exception&) {}
-    if (v < 0 || used != flag[name].size())
-      throw std::invalid_argument(name + ": not a whole number >= 0: '" + flag[name] + "'");
-    return v;
-  };
-  const int epochs = number("--epochs");
-  const int last = flag["--stop-after"].empty() ? epochs : number("--stop-after");
-  const int seed = number("--seed");
+  Flags flag(argc, argv, {{"--data", DIGITS_DEFAULT_DATA}, {"--epochs", "40"}, {"--seed", "0"},
+                         {"--save", ""}, {"--load", ""}, {"--stop-after", ""}});  // "": off unless given
+  const int epochs = flag.number("--epochs");
+  const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
+  const int seed = flag.number("--seed");
 
   // The data: features [1797, 64] scaled to [0, 1], labels [1797]; 20% held out.
   tg::data::CsvData data = tg::data::read_csv(flag["--data"], {.header = true});
@@ -54,7 +41,7 @@ int main(int argc, char** argv) try {
 
   tg::Checkpoint ckpt{.model = &model, .optimizer = &opt, .scheduler = &sched, .generator = &gen};
   int first = 1;
-  if (!flag["--load"].empty()) {
+  if (flag.given("--load")) {
     tg::load_checkpoint(flag["--load"], ckpt);
     first = std::stoi(ckpt.metadata.at("epoch")) + 1;
   }
@@ -79,7 +66,7 @@ int main(int argc, char** argv) try {
     tg::Tensor logits = model(test_images);
     std::printf("%5d %9.6f %10.4f %9.4f %8.4f\n", epoch, lr, total / batches.num_samples(),
                 tg::cross_entropy(logits, test_labels).item(), tg::data::accuracy(logits, test_labels));
-    if (!flag["--save"].empty()) {
+    if (flag.given("--save")) {
       ckpt.metadata["epoch"] = std::to_string(epoch);
       tg::save_checkpoint(flag["--save"], ckpt);
     }

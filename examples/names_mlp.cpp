@@ -11,12 +11,13 @@
 // --stop-after K stops after epoch K, as an interrupted run would.
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <tapegrad/tapegrad.hpp>
+
+#include "flags.hpp"
 
 // tests/tools/names_mlp_reference.py is the same model in PyTorch, with these defaults.
 constexpr std::size_t context = 3, dim = 10, hidden = 200, batch_size = 32;
@@ -55,24 +56,10 @@ static std::vector<std::string> read_names(const std::string& path) {
 }
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> flag = {
-      {"--data", NAMES_DEFAULT_DATA}, {"--epochs", "10"}, {"--seed", "0"}};
-  for (const char* name : {"--save", "--load", "--stop-after"}) flag[name] = "";  // off unless given
-  for (int i = 1; i < argc; i += 2) {
-    if (!flag.count(argv[i]) || i + 1 == argc)
-      throw std::invalid_argument(std::string("bad flag ") + argv[i]);
-    flag[argv[i]] = argv[i + 1];
-  }
-  auto number = [&](const std::string& name) {  // names the flag (std::stoi says only "stoi")
-    std::size_t used = 0;
-    int v = -1;
-    try { v = std::stoi(flag[name], &used); } catch (const std::exception&) {}
-    if (v < 0 || used != flag[name].size())
-      throw std::invalid_argument(name + ": not a whole number >= 0: '" + flag[name] + "'");
-    return v;
-  };
-  const int epochs = number("--epochs");
-  const int last = flag["--stop-after"].empty() ? epochs : number("--stop-after");
+  Flags flag(argc, argv, {{"--data", NAMES_DEFAULT_DATA}, {"--epochs", "10"}, {"--seed", "0"},
+                         {"--save", ""}, {"--load", ""}, {"--stop-after", ""}});  // "": off unless given
+  const int epochs = flag.number("--epochs");
+  const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
 
   std::vector<std::string> names = read_names(flag["--data"]);
   const std::size_t n_train = names.size() * 9 / 10;
@@ -82,7 +69,7 @@ int main(int argc, char** argv) try {
               flag["--data"].c_str(), names.size(), n_train, names.size() - n_train, train.y.size(),
               dev.y.size());
 
-  tg::Generator gen(number("--seed"));  // weights, shuffling, sampling; saved in the checkpoint
+  tg::Generator gen(flag.number("--seed"));  // weights, shuffling, sampling; saved in the checkpoint
   // 27 rows, most of them looked up by every batch: a dense gradient, and so
   // PyTorch's (dense) Adam, not the lazy row-by-row update.
   tg::nn::Sequential model(tg::nn::Embedding(27, dim, {.sparse = false}, gen), tg::nn::Flatten(),
@@ -94,7 +81,7 @@ int main(int argc, char** argv) try {
 
   tg::Checkpoint ckpt{.model = &model, .optimizer = &opt, .scheduler = &sched, .generator = &gen};
   int first = 1;
-  if (!flag["--load"].empty()) {
+  if (flag.given("--load")) {
     tg::load_checkpoint(flag["--load"], ckpt);
     first = std::stoi(ckpt.metadata.at("epoch")) + 1;
   }
@@ -114,7 +101,7 @@ int main(int argc, char** argv) try {
     }
     sched.step();
     std::printf("%5d %9.6f %10.4f %9.4f\n", epoch, epoch_lr, loss_on(train), loss_on(dev));
-    if (!flag["--save"].empty()) {
+    if (flag.given("--save")) {
       ckpt.metadata["epoch"] = std::to_string(epoch);
       tg::save_checkpoint(flag["--save"], ckpt);
     }

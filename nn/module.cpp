@@ -19,6 +19,7 @@ void Module::check_new_name(const std::string& name) const {
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   check_new_name(name);
   t.set_requires_grad(requires_grad);
+  if (t.name().empty()) t.set_name(name);
   parameters_.emplace_back(name, t);
   return t;
 }
@@ -26,6 +27,10 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   if (!module) throw std::invalid_argument("Module: submodule '" + name + "' is null");
+  // Parameters carry their path for listings and errors ("fc1.weight"); a
+  // name the user set (one that is not the path inside the child) stays.
+  for (auto& [path, t] : module->named_parameters())
+    if (t.name() == path) t.set_name(name + "." + path);
   children_.emplace_back(name, std::move(module));
 }
 

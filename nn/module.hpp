@@ -40,7 +40,9 @@ class Module {
   virtual ~Module() = default;
 
   // Adds a parameter under `name` (no dots, unique in this module) and returns
-  // its handle. Sets requires_grad as asked.
+  // its handle. Sets requires_grad as asked, and the tensor's name() to `name`
+  // unless it has one; register_module prefixes it with the path ("fc1.weight"),
+  // which tape listings, graphs and in-place-write errors then show.
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
 
   // Adds a submodule; its parameters appear as "<name>.<their name>".

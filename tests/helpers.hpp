@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -22,6 +24,8 @@
 #include <xtensor/xarray.hpp>
 
 #include <tapegrad/core/grad.hpp>
+#include <tapegrad/core/gradcheck.hpp>
+#include <tapegrad/core/tensor.hpp>
 
 namespace tg::test {
 
@@ -38,11 +42,23 @@ struct TempDir {
            ("tapegrad_test_" + std::to_string(::getpid()) + "_" + std::to_string(count++));
     std::filesystem::create_directories(path);
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
+
+// A whole file as bytes ("" when it cannot be read), and bytes written to one.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 
 // Runs a shell command as a user would, capturing stdout and stderr together.
 struct CommandResult {
@@ -125,3 +141,36 @@ inline bool allclose(const Array& a, const Array& b, double rtol = 1e-5, double 
     std::string why_ = ::tg::test::mismatch((a), (b)__VA_OPT__(, ) __VA_ARGS__); \
     CHECK_MESSAGE(why_.empty(), #a " vs " #b ": " << why_);                      \
   } while (0)
+
+namespace tg::test {
+
+// gradcheck of fn at inputs (finite differences against backward()); fails with its report.
+inline void check_grad(const GradcheckFn& fn, const std::vector<Tensor>& inputs) {
+  GradcheckReport r = gradcheck(fn, inputs);
+  CHECK_MESSAGE(r.ok, r.str());
+  CHECK(r.checked > 0);
+}
+
+// Case `name` of tests/data/core_reference.json (tests/tools/gen_core_reference.py).
+inline const nlohmann::json& core_case(const std::string& name) {
+  return reference("core_reference").at("cases").at(name);
+}
+
+// Runs fn on the case's inputs (fn may read the case's other fields, such as
+// fixed indices) and compares the output, and the gradients of sum(out * w),
+// with PyTorch's.
+inline void check_core_parity(const std::string& name,
+                              const std::function<Tensor(std::vector<Tensor>&, const nlohmann::json&)>& fn,
+                              double grad_atol = 1e-6) {
+  CAPTURE(name);
+  const nlohmann::json& c = core_case(name);
+  std::vector<Tensor> in;
+  for (const auto& j : c.at("inputs")) in.push_back(Tensor(to_array(j), true));
+  Tensor out = fn(in, c);
+  CHECK_ALLCLOSE(out.value(), to_array(c.at("out")), 1e-5, 1e-6);
+  out.backward(to_array(c.at("w")));
+  for (std::size_t i = 0; i < in.size(); ++i)
+    CHECK_ALLCLOSE(in[i].grad_dense(), to_array(c.at("grads")[i]), 1e-5, grad_atol);
+}
+
+}  // namespace tg::test

@@ -14,6 +14,7 @@
 using tg::Array;
 using tg::Indices;
 using tg::Tensor;
+using tg::test::read_file;
 using tg::test::run_command;
 using tg::test::TempDir;
 namespace nn = tg::nn;
@@ -75,11 +76,6 @@ void check_same(Run& a, Run& b) {
   a.step();
   b.step();
   CHECK(a.net.state_dict() == b.net.state_dict());
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::string resume_train() {
@@ -201,7 +197,7 @@ TEST_SUITE("train") {
     expect(bad_generator, "\"generator\" is not a state this library's std::mt19937 wrote");
 
     const std::string truncated = dir.file("truncated.ckpt");
-    std::ofstream(truncated, std::ios::binary) << read_bytes(good).substr(0, 200);
+    std::ofstream(truncated, std::ios::binary) << read_file(good).substr(0, 200);
     expect(truncated, "safetensors: " + truncated, /*safetensors=*/true);
     expect(dir.file("missing.ckpt"), "cannot open the file", /*safetensors=*/true);
 
@@ -223,7 +219,7 @@ TEST_SUITE("train") {
       }
       // The whole files are equal byte for byte: weights, moments, step counts,
       // learning rates, scheduler and generator states, the epoch.
-      const std::string a = read_bytes(full), b = read_bytes(resumed);
+      const std::string a = read_file(full), b = read_file(resumed);
       CHECK(a.size() > 1000);
       CHECK(a == b);
       CHECK(nn::load_safetensors_metadata(resumed).at("user.epoch") == "3");

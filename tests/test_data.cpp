@@ -19,9 +19,12 @@
 #include <tapegrad/data/tsv.hpp>
 #include <tapegrad/data/vocabulary.hpp>
 
+#include "helpers.hpp"
+
 using namespace tg::data;
 using Strings = std::vector<std::string>;
 using Ids = std::vector<std::int64_t>;
+using tg::test::read_file;
 
 namespace {
 
@@ -47,13 +50,6 @@ class TempFile {
  private:
   std::string path_;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 // The line number a FileError carries, or -1 when the call does not throw one.
 template <typename F>

@@ -32,6 +32,9 @@ using tg::Indices;
 using tg::Tensor;
 namespace fs = std::filesystem;
 namespace nn = tg::nn;
+using tg::test::read_file;
+using tg::test::TempDir;
+using tg::test::write_file;
 
 namespace {
 
@@ -146,30 +149,6 @@ void check_mentions(const std::string& message, std::initializer_list<std::strin
 namespace {
 
 // ------------------------------------------------------------ files
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int count = 0;
-    path = fs::temp_directory_path() /
-           ("tapegrad_errors_" + std::to_string(::getpid()) + "_" + std::to_string(count++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A safetensors file: 8-byte little-endian length (the header's, unless given), header, data.
 std::string safetensors_bytes(const std::string& header, const std::string& data = "",
@@ -460,7 +439,7 @@ TEST_SUITE("errors") {
     rig.opt.step();
     control.opt.step();
     const uint64_t before = rig.net.head->weight.version() - 1;  // the step wrote it once
-    EXPECT_ERROR(std::logic_error, loss.backward(), "input 1 of op 'linear'", "of shape [2, 3]",
+    EXPECT_ERROR(std::logic_error, loss.backward(), "input 1 of op 'linear'", "'head.weight' of shape [2, 3]",
                  "was modified in place after it was used by op 'linear'",
                  ("version " + std::to_string(before + 1) + ", expected " + std::to_string(before)).c_str());
 

@@ -190,10 +190,7 @@ TEST_SUITE("examples") {
         INFO(command << "\n" << r.output);
         REQUIRE(r.status == 0);
       }
-      auto read = [](const std::string& path) {
-        std::ifstream in(path, std::ios::binary);
-        return std::string(std::istreambuf_iterator<char>(in), {});
-      };
+      auto read = tg::test::read_file;
       // Weights, Adam's moments and step counts, the epoch and the settings: byte for byte.
       CHECK(read(full).size() > 1000);
       CHECK(read(full) == read(resumed));
@@ -273,8 +270,7 @@ TEST_SUITE("examples") {
     CHECK(epochs == 2);
 
     // Tick labels are short numbers (not 1.31463e-05), on both axes of both panels.
-    std::ifstream in(svg);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = tg::test::read_file(svg);
     std::size_t labels = 0;
     for (std::size_t at = 0; (at = text.find("text-anchor='end'>", at)) != std::string::npos; ++labels) {
       at += 18;
@@ -336,11 +332,6 @@ TEST_SUITE("examples") {
 // ---- digits_mlp and names_mlp: the training programs of the README's
 // "Write your own training program", run as a user runs them.
 namespace {
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The rows of a per-epoch table ("epoch lr ..." then one line per epoch),
 // keyed by epoch, each the line's numbers.
@@ -444,9 +435,9 @@ TEST_SUITE("examples") {
       REQUIRE(b.status == 0);
       REQUIRE(c.status == 0);
       // Weights, Adam's moments and step counts, the schedule, the generator: byte for byte.
-      CHECK(read_bytes(full).size() > 1000);
-      CHECK(read_bytes(full) == read_bytes(resumed));
-      CHECK(read_bytes(full) != read_bytes(half));
+      CHECK(tg::test::read_file(full).size() > 1000);
+      CHECK(tg::test::read_file(full) == tg::test::read_file(resumed));
+      CHECK(tg::test::read_file(full) != tg::test::read_file(half));
       const auto rows_a = epoch_rows(a.output), rows_b = epoch_rows(b.output), rows_c = epoch_rows(c.output);
       REQUIRE(rows_a.size() == 4);
       REQUIRE(rows_b.size() == 2);
@@ -515,7 +506,7 @@ TEST_SUITE("examples") {
     MESSAGE("sanitizer build: the outputs are pasted from, and checked against, the release build");
     return;
 #endif
-    const std::string readme = read_bytes(tg::test::source_path("README.md"));
+    const std::string readme = tg::test::read_file(tg::test::source_path("README.md"));
     auto block_after = [&](const std::string& marker) {  // the ```text block after `marker`
       const std::size_t at = readme.find(marker);
       REQUIRE(at != std::string::npos);

@@ -124,9 +124,8 @@ Rows rows_after(const std::string& out, const std::string& header) {
 // Reads the dot file, checks it names `must_name` and that graphviz parses it
 // (when installed); returns its text.
 std::string check_dot_file(const fs::path& file, const std::string& must_name) {
-  std::ifstream in(file);
-  REQUIRE_MESSAGE(in.good(), "no dot file at " << file);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = tg::test::read_file(file);
+  REQUIRE_MESSAGE(!text.empty(), "no dot file at " << file);
   CHECK(text.rfind("digraph", 0) == 0);
   CHECK(text.find(must_name) != std::string::npos);
   if (run("command -v dot").status != 0) {
@@ -527,9 +526,8 @@ TEST_SUITE("learn") {
     MESSAGE("sanitizer build: the blocks are pasted from, and checked against, the release build");
     return;
 #endif
-    std::ifstream in(tg::test::source_path("README.md"));
-    REQUIRE(in.good());
-    const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string readme = tg::test::read_file(tg::test::source_path("README.md"));
+    REQUIRE(!readme.empty());
     const std::size_t begin = readme.find("<!-- learn:begin -->"), end = readme.find("<!-- learn:end -->");
     REQUIRE(begin != std::string::npos);
     REQUIRE(end != std::string::npos);
@@ -559,9 +557,8 @@ TEST_SUITE("learn") {
       MESSAGE("gdb is not installed: not checking the README's gdb recipe");
       return;
     }
-    std::ifstream in(tg::test::source_path("README.md"));
-    REQUIRE(in.good());
-    const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string readme = tg::test::read_file(tg::test::source_path("README.md"));
+    REQUIRE(!readme.empty());
     // The shell block that builds the stepped example, and the gdb commands.
     const std::string build = fenced_block(readme, "```sh\nmeson setup build-debug");
     const std::string commands = fenced_block(readme, "```gdb\n");

@@ -37,10 +37,7 @@ struct TinyModel : nn::Module {
 };
 
 using tg::test::TempDir;
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using tg::test::write_file;
 
 // The bytes of a safetensors file: header length (or `length` if given), header, data.
 std::string file_bytes(const std::string& header, const std::string& data,
@@ -117,6 +114,38 @@ TEST_SUITE("nn") {
     } outer(gen);
     CHECK(outer.named_parameters()[2].first == "model.fc.weight");
     CHECK(outer.state_dict().count("model.emb.weight") == 1);
+  }
+
+  TEST_CASE("parameters carry their path as name(), for listings and errors") {
+    tg::Generator gen(0);
+    TinyModel model(gen);
+    std::vector<std::string> names;
+    for (const auto& [name, t] : model.named_parameters()) names.push_back(t.name());
+    CHECK(names == std::vector<std::string>{"scale", "emb.weight", "fc.weight", "fc.bias"});
+
+    struct Outer : nn::Module {
+      std::shared_ptr<TinyModel> inner;
+      explicit Outer(tg::Generator& gen) { inner = register_module("model", std::make_shared<TinyModel>(gen)); }
+    } outer(gen);
+    CHECK(outer.inner->fc->weight.name() == "model.fc.weight");
+    nn::Sequential seq(nn::Linear(3, 2, true, gen), nn::Tanh());
+    CHECK(seq.named_parameters()[0].second.name() == "0.weight");
+
+    // A name the user gave stays.
+    nn::Linear fc(2, 2, false, gen);
+    fc.weight.set_name("encoder");
+    struct Holder : nn::Module {
+      explicit Holder(const nn::Linear& fc) { register_module("fc", std::make_shared<nn::Linear>(fc)); }
+    } holder(fc);
+    CHECK(fc.weight.name() == "encoder");
+
+    // An in-place write between forward and backward names the parameter.
+    Tensor loss = tg::sum(model.forward(Indices{1, 2}));
+    {
+      tg::NoGradGuard no_grad;
+      model.fc->weight.value_mut()(0, 0) += 1.0f;
+    }
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("'fc.weight' of shape [2, 4]"), std::logic_error);
   }
 
   TEST_CASE("registration errors, zero_grad, train and eval") {

@@ -9,6 +9,8 @@
 using tg::Array;
 using tg::Tensor;
 using Inputs = std::vector<Tensor>;
+using tg::test::check_core_parity;
+using tg::test::check_grad;
 
 namespace {
 
@@ -22,12 +24,6 @@ Tensor rnd(const tg::Shape& shape, float lo = -1.0f, float hi = 1.0f, bool away_
     if (away_from_zero && std::abs(x) < 0.1f) x += x < 0 ? -0.1f : 0.1f;
   }
   return t;
-}
-
-void check_grad(const tg::GradcheckFn& fn, const Inputs& inputs) {
-  tg::GradcheckReport r = tg::gradcheck(fn, inputs);
-  CHECK_MESSAGE(r.ok, r.str());
-  CHECK(r.checked > 0);
 }
 
 }  // namespace
@@ -182,34 +178,22 @@ TEST_SUITE("core.ops") {
   }
 
   TEST_CASE("PyTorch parity: log_softmax, softmax, cross_entropy, matmul, linear, mse_loss") {
-    const auto& cases = tg::test::reference("core_reference").at("cases");
-    auto run = [&](const std::string& name, auto fn) {
-      CAPTURE(name);
-      const auto& c = cases.at(name);
-      Inputs in;
-      for (const auto& j : c.at("inputs")) in.push_back(Tensor(tg::test::to_array(j), true));
-      Tensor out = fn(in, c);
-      CHECK_ALLCLOSE(out.value(), tg::test::to_array(c.at("out")), 1e-5, 1e-6);
-      out.backward(tg::test::to_array(c.at("w")));
-      for (std::size_t i = 0; i < in.size(); ++i)
-        CHECK_ALLCLOSE(in[i].grad_dense(), tg::test::to_array(c.at("grads")[i]), 1e-5, 1e-6);
-    };
     using J = nlohmann::json;
-    run("log_softmax_dim1", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 1); });
-    run("log_softmax_dim0", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 0); });
-    run("log_softmax_big", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 1); });
-    run("softmax_dim1", [](Inputs& x, const J&) { return tg::softmax(x[0], 1); });
+    check_core_parity("log_softmax_dim1", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 1); });
+    check_core_parity("log_softmax_dim0", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 0); });
+    check_core_parity("log_softmax_big", [](Inputs& x, const J&) { return tg::log_softmax(x[0], 1); });
+    check_core_parity("softmax_dim1", [](Inputs& x, const J&) { return tg::softmax(x[0], 1); });
     const std::pair<const char*, tg::Reduction> reductions[] = {{"cross_entropy_mean", tg::Reduction::mean},
                                                                 {"cross_entropy_sum", tg::Reduction::sum},
                                                                 {"cross_entropy_none", tg::Reduction::none}};
     for (auto [name, r] : reductions)
-      run(name, [r = r](Inputs& x, const J& c) {
+      check_core_parity(name, [r = r](Inputs& x, const J& c) {
         return tg::cross_entropy(x[0], tg::test::to_int_array(c.at("target")), r);
       });
-    run("matmul_2d", [](Inputs& x, const J&) { return tg::matmul(x[0], x[1]); });
-    run("matmul_3d", [](Inputs& x, const J&) { return tg::matmul(x[0], x[1]); });
-    run("linear_bias", [](Inputs& x, const J&) { return tg::linear(x[0], x[1], x[2]); });
-    run("mse_loss", [](Inputs& x, const J&) { return tg::mse_loss(x[0], x[1]); });
+    check_core_parity("matmul_2d", [](Inputs& x, const J&) { return tg::matmul(x[0], x[1]); });
+    check_core_parity("matmul_3d", [](Inputs& x, const J&) { return tg::matmul(x[0], x[1]); });
+    check_core_parity("linear_bias", [](Inputs& x, const J&) { return tg::linear(x[0], x[1], x[2]); });
+    check_core_parity("mse_loss", [](Inputs& x, const J&) { return tg::mse_loss(x[0], x[1]); });
   }
 
   TEST_CASE("log_softmax stays finite for huge logits") {

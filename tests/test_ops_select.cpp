@@ -12,6 +12,8 @@ using tg::Array;
 using tg::Indices;
 using tg::Tensor;
 using Inputs = std::vector<Tensor>;
+using tg::test::check_core_parity;
+using tg::test::check_grad;
 using J = nlohmann::json;
 
 namespace {
@@ -21,30 +23,6 @@ tg::Generator gen(77);
 Tensor rnd(const tg::Shape& shape) {
   Tensor t = tg::randn(shape, gen, true);
   return t;
-}
-
-void check_grad(const tg::GradcheckFn& fn, const Inputs& inputs) {
-  tg::GradcheckReport r = tg::gradcheck(fn, inputs);
-  CHECK_MESSAGE(r.ok, r.str());
-  CHECK(r.checked > 0);
-}
-
-const J& ref_case(const std::string& name) {
-  return tg::test::reference("core_reference").at("cases").at(name);
-}
-
-// Runs fn on the case's inputs (and its fixed, gradient-free inputs), and
-// compares the output and the gradients of sum(out * w) with PyTorch's.
-void check_parity(const std::string& name, const std::function<Tensor(Inputs&, const J&)>& fn) {
-  CAPTURE(name);
-  const J& c = ref_case(name);
-  Inputs in;
-  for (const auto& j : c.at("inputs")) in.push_back(Tensor(tg::test::to_array(j), true));
-  Tensor out = fn(in, c);
-  CHECK_ALLCLOSE(out.value(), tg::test::to_array(c.at("out")), 1e-5, 1e-6);
-  out.backward(tg::test::to_array(c.at("w")));
-  for (std::size_t i = 0; i < in.size(); ++i)
-    CHECK_ALLCLOSE(in[i].grad_dense(), tg::test::to_array(c.at("grads")[i]), 1e-5, 1e-6);
 }
 
 // A column of ids, [n, 1] (a braced {{1}, {0}} is ambiguous to xtensor).
@@ -101,15 +79,15 @@ TEST_SUITE("core.ops.select") {
   }
 
   TEST_CASE("PyTorch parity: max, argmax (with ties)") {
-    check_parity("max_all_ties", [](Inputs& x, const J&) { return tg::max(x[0]); });
+    check_core_parity("max_all_ties", [](Inputs& x, const J&) { return tg::max(x[0]); });
     for (auto [name, dim, keep] : {std::tuple{"max_dim1_ties", 1, false}, std::tuple{"max_dim0_keepdim", 0, true}}) {
-      check_parity(name, [dim = dim, keep = keep](Inputs& x, const J& c) {
+      check_core_parity(name, [dim = dim, keep = keep](Inputs& x, const J& c) {
         auto r = tg::max(x[0], dim, keep);
         CHECK(r.indices == tg::test::to_int_array(c.at("extra")[0]));
         return r.values;
       });
     }
-    const J& c = ref_case("argmax");
+    const J& c = tg::test::core_case("argmax");
     Tensor in(tg::test::to_array(c.at("input")));
     CHECK(tg::argmax(in) == tg::test::to_int_array(c.at("all")));
     CHECK(tg::argmax(in, 1) == tg::test::to_int_array(c.at("dim1")));
@@ -127,11 +105,11 @@ TEST_SUITE("core.ops.select") {
     check_grad([](const Inputs& x) { return tg::cat({x[0], x[1], x[0]}, 1); }, {rnd({2, 3, 2}), rnd({2, 1, 2})});
     check_grad([](const Inputs& x) { return tg::stack({x[0], x[1]}, 1); }, {rnd({3, 2}), rnd({3, 2})});
 
-    check_parity("cat_dim0", [](Inputs& x, const J&) { return tg::cat(x, 0); });
-    check_parity("cat_dim1", [](Inputs& x, const J&) { return tg::cat(x, -1); });
-    check_parity("cat_dim_mid", [](Inputs& x, const J&) { return tg::cat(x, 1); });
-    check_parity("stack_dim0", [](Inputs& x, const J&) { return tg::stack(x); });
-    check_parity("stack_dim_last", [](Inputs& x, const J&) { return tg::stack(x, -1); });
+    check_core_parity("cat_dim0", [](Inputs& x, const J&) { return tg::cat(x, 0); });
+    check_core_parity("cat_dim1", [](Inputs& x, const J&) { return tg::cat(x, -1); });
+    check_core_parity("cat_dim_mid", [](Inputs& x, const J&) { return tg::cat(x, 1); });
+    check_core_parity("stack_dim0", [](Inputs& x, const J&) { return tg::stack(x); });
+    check_core_parity("stack_dim_last", [](Inputs& x, const J&) { return tg::stack(x, -1); });
 
     // Only the inputs that require grad get one.
     Tensor c = tg::ones({2}, true), d = tg::ones({3});
@@ -157,7 +135,7 @@ TEST_SUITE("core.ops.select") {
     CHECK(tg::narrow(a, 0, -1, 1).value() == Array{{4, 5, 6}});
     CHECK(tg::narrow(a, 1, 3, 0).shape() == tg::Shape{2, 0});
     check_grad([](const Inputs& x) { return tg::narrow(x[0], 1, 1, 2); }, {rnd({2, 4, 3})});
-    check_parity("narrow", [](Inputs& x, const J&) { return tg::narrow(x[0], 1, 1, 3); });
+    check_core_parity("narrow", [](Inputs& x, const J&) { return tg::narrow(x[0], 1, 1, 3); });
     CHECK_THROWS_WITH_AS(tg::narrow(a, 1, 2, 2), "narrow: start 2 and length 2 do not fit dim 1 of shape [2, 3]",
                          std::out_of_range);
     CHECK_THROWS_AS(tg::narrow(a, 0, -3, 1), std::out_of_range);
@@ -168,7 +146,7 @@ TEST_SUITE("core.ops.select") {
     CHECK(tg::flatten(b, 1).shape() == tg::Shape{2, 12});
     CHECK(tg::flatten(b, 0, 1).shape() == tg::Shape{6, 4});
     CHECK(tg::flatten(Tensor(Array(2.0f))).shape() == tg::Shape{1});
-    check_parity("flatten", [](Inputs& x, const J&) { return tg::flatten(x[0], 1); });
+    check_core_parity("flatten", [](Inputs& x, const J&) { return tg::flatten(x[0], 1); });
     CHECK_THROWS_WITH_AS(tg::flatten(b, 2, 1), doctest::Contains("flatten: start_dim 2 comes after end_dim 1"),
                          std::invalid_argument);
   }
@@ -184,7 +162,7 @@ TEST_SUITE("core.ops.select") {
     check_grad([](const Inputs& x) { return tg::gather(x[0], 0, tg::indices({1, 0}, {1, 2, 1})); }, {rnd({2, 2, 3})});
     for (const char* name : {"gather_dim0", "gather_dim1", "gather_3d"}) {
       const int64_t dim = std::string(name) == "gather_dim0" ? 0 : std::string(name) == "gather_dim1" ? 1 : 2;
-      check_parity(name, [dim](Inputs& x, const J& c) { return tg::gather(x[0], dim, fixed_index(c)); });
+      check_core_parity(name, [dim](Inputs& x, const J& c) { return tg::gather(x[0], dim, fixed_index(c)); });
     }
     CHECK_THROWS_WITH_AS(tg::gather(a, 1, col({3, 0})), "gather: index 3 out of range for size 3",
                          std::out_of_range);
@@ -221,7 +199,7 @@ TEST_SUITE("core.ops.select") {
     check_grad([cond](const Inputs& v) { return tg::where(cond, v[0], v[1]); }, {rnd({2, 3}), rnd({3})});
     CHECK(tg::where(Tensor({{1.0f, 0.0f}, {0.0f, 1.0f}}), Tensor(Array(1.0f)), Tensor(Array(0.0f))).value() ==
           Array{{1, 0}, {0, 1}});  // the condition alone sets the shape
-    check_parity("where", [](Inputs& x, const J& c) {
+    check_core_parity("where", [](Inputs& x, const J& c) {
       return tg::where(Tensor(tg::test::to_array(c.at("fixed")[0])), x[0], x[1]);
     });
     CHECK_THROWS_WITH_AS(tg::where(tg::zeros({2}), tg::zeros({3}), tg::zeros({3})),

@@ -5,21 +5,12 @@ computed by PyTorch, for tests/test_ops.cpp to compare against.
 Run with Debian's python3-torch:  /usr/bin/python3 tests/tools/gen_core_reference.py
 Inputs are drawn here and stored in the file, so the C++ side uses the same numbers.
 """
-import json
-import os
 
 import torch
 
+from reference import arr, iarr, write
+
 torch.manual_seed(1234)
-
-
-def arr(t):
-    t = t.detach().to(torch.float32)
-    return {"shape": list(t.shape), "data": t.reshape(-1).tolist()}
-
-
-def iarr(t):
-    return {"shape": list(t.shape), "data": t.reshape(-1).tolist()}
 
 
 def case(fn, *inputs):
@@ -164,8 +155,4 @@ prints = [
     print_case(F(7)),
 ]
 
-path = os.path.join(os.path.dirname(__file__), "..", "data", "core_reference.json")
-with open(path, "w") as f:
-    json.dump({"generator": "tests/tools/gen_core_reference.py", "torch": torch.__version__, "cases": ref,
-               "print": prints}, f)
-print("wrote", os.path.normpath(path))
+write("core_reference", ref, print=prints)

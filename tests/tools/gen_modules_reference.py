@@ -9,24 +9,13 @@ two random generators never need to agree. The loss is sum(out * w) with a
 fixed random w, or the cross-entropy where a case says so. Sparse gradients
 are stored densified.
 """
-import json
-import os
 
 import torch
 import torch.nn as nn
 
+from reference import arr, iarr, write
+
 torch.manual_seed(2468)
-
-
-def arr(t):
-    t = t.detach()
-    if t.is_sparse:
-        t = t.to_dense()
-    return {"shape": list(t.shape), "data": t.to(torch.float32).reshape(-1).tolist()}
-
-
-def iarr(t):
-    return {"shape": list(t.shape), "data": t.reshape(-1).tolist()}
 
 
 def randomize(module):
@@ -79,7 +68,4 @@ ref["sigmoid"] = run(nn.Sequential(nn.Sigmoid()), torch.randn(3, 4) * 3)
 ref["flatten"] = run(nn.Sequential(nn.Flatten()), torch.randn(2, 3, 4))
 ref["flatten_0_1"] = run(nn.Sequential(nn.Flatten(0, 1)), torch.randn(2, 3, 4))
 
-path = os.path.join(os.path.dirname(__file__), "..", "data", "modules_reference.json")
-with open(path, "w") as f:
-    json.dump({"generator": "tests/tools/gen_modules_reference.py", "torch": torch.__version__, "cases": ref}, f)
-print("wrote", os.path.normpath(path))
+write("modules_reference", ref)

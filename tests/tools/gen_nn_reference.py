@@ -9,25 +9,14 @@ side loads the same numbers (the two random generators never need to agree).
 The loss is sum(out * w) with a fixed random w. Sparse gradients are stored
 densified (.to_dense()).
 """
-import json
 import math
-import os
 
 import torch
 import torch.nn.functional as F
 
+from reference import arr, iarr, write
+
 torch.manual_seed(4321)
-
-
-def arr(t):
-    t = t.detach()
-    if t.is_sparse:
-        t = t.to_dense()
-    return {"shape": list(t.shape), "data": t.to(torch.float32).reshape(-1).tolist()}
-
-
-def iarr(t):
-    return {"shape": list(t.shape), "data": t.reshape(-1).tolist()}
 
 
 def backward_with_weights(out):
@@ -144,8 +133,4 @@ ref["bag_mean_max_norm"] = bag_case(idx, off, "mean", max_norm=1.0, scale=1.5)
 
 clips = [clip_case(1.0, 2.0), clip_case(2.0, 1.0), clip_case(0.5, math.inf), clip_case(1000.0, 2.0)]
 
-path = os.path.join(os.path.dirname(__file__), "..", "data", "nn_reference.json")
-with open(path, "w") as f:
-    json.dump({"generator": "tests/tools/gen_nn_reference.py", "torch": torch.__version__,
-               "cases": ref, "clip_grad_norm": clips}, f)
-print("wrote", os.path.normpath(path))
+write("nn_reference", ref, clip_grad_norm=clips)
