@@ -697,7 +697,13 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
-  if (a.dim() == 0) return reshape(a, {1});
+  if (a.dim() == 0) {  // as in PyTorch, its dims are those of a 1-d tensor: 0 or -1
+    for (int64_t d : {start_dim, end_dim})
+      if (d != 0 && d != -1)
+        throw std::invalid_argument("flatten: dim " + std::to_string(d) +
+                                    " out of range for a 0-d tensor (its dims are 0 and -1)");
+    return reshape(a, {1});
+  }
   const std::size_t first = normalize_dim("flatten", start_dim, a.dim());
   const std::size_t last = normalize_dim("flatten", end_dim, a.dim());
   if (first > last)

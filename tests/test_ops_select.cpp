@@ -168,6 +168,12 @@ TEST_SUITE("core.ops.select") {
     CHECK(tg::flatten(b, 1).shape() == tg::Shape{2, 12});
     CHECK(tg::flatten(b, 0, 1).shape() == tg::Shape{6, 4});
     CHECK(tg::flatten(Tensor(Array(2.0f))).shape() == tg::Shape{1});
+    CHECK(tg::flatten(Tensor(Array(2.0f)), -1, 0).shape() == tg::Shape{1});
+    // a 0-d tensor has the dims of a 1-d one (PyTorch raises IndexError for others)
+    CHECK_THROWS_WITH_AS(tg::flatten(Tensor(Array(2.0f)), 1), "flatten: dim 1 out of range for a 0-d tensor (its dims are 0 and -1)",
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::flatten(Tensor(Array(2.0f)), 0, -2), doctest::Contains("flatten: dim -2 out of range for a 0-d tensor"),
+                         std::invalid_argument);
     check_parity("flatten", [](Inputs& x, const J&) { return tg::flatten(x[0], 1); });
     CHECK_THROWS_WITH_AS(tg::flatten(b, 2, 1), doctest::Contains("flatten: start_dim 2 comes after end_dim 1"),
                          std::invalid_argument);
