@@ -1589,7 +1589,7 @@ const Op ops[] = {
     {"dropout", "dropout", reads_none, false, draw_dropout, predict_dropout, run_dropout, ref_dropout},
     {"cat", "cat", reads_none, false, [](Program& pr, Call& c) { draw_join(pr, c, false); }, predict_cat,
      [](const Tensors& t, const Params& p) { return tg::cat(t, p.dim0); }, ref_cat},
-    {"stack", "cat", reads_none, false, [](Program& pr, Call& c) { draw_join(pr, c, true); }, predict_stack,
+    {"stack", "stack", reads_none, false, [](Program& pr, Call& c) { draw_join(pr, c, true); }, predict_stack,
      [](const Tensors& t, const Params& p) { return tg::stack(t, p.dim0); }, ref_stack},
     {"narrow", "narrow", reads_none, false, draw_narrow, predict_narrow,
      [](const Tensors& t, const Params& p) { return tg::narrow(t[0], p.dim0, p.start, p.length); }, ref_narrow},

@@ -139,6 +139,15 @@ TEST_SUITE("core.ops.select") {
     CHECK(c.grad().dense() == Array{1, 1});
     CHECK(d.grad().empty());
 
+    // An input that does not require grad is still an input of stack's tape
+    // entry: a shape change to it before backward() is refused, as for any op.
+    Tensor e = tg::ones({2}, true), f = tg::ones({2});
+    Tensor s = tg::stack({e, f});
+    CHECK(s.creator()->op == "stack");
+    f.value_mut() = xt::ones<float>({3});
+    CHECK_THROWS_WITH_AS(tg::sum(s).backward(), doctest::Contains("input 1 of op 'stack'"), std::logic_error);
+    CHECK(e.grad().empty());
+
     CHECK_THROWS_WITH_AS(tg::cat({}), "cat: expected a non-empty list of tensors", std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::cat({a, tg::zeros({2, 3})}),
                          "cat: tensor 1 has shape [2, 3], tensor 0 has [2, 2]; they must match except in dim 0",
