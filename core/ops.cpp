@@ -697,7 +697,13 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
-  if (a.dim() == 0) return reshape(a, {1});
+  if (a.dim() == 0) {  // as in PyTorch, its dims are those of a 1-d tensor: 0 or -1
+    for (int64_t d : {start_dim, end_dim})
+      if (d != 0 && d != -1)
+        throw std::invalid_argument("flatten: dim " + std::to_string(d) +
+                                    " out of range for a 0-d tensor (its dims are 0 and -1)");
+    return reshape(a, {1});
+  }
   const std::size_t first = normalize_dim("flatten", start_dim, a.dim());
   const std::size_t last = normalize_dim("flatten", end_dim, a.dim());
   if (first > last)
@@ -765,17 +771,31 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw std::invalid_argument("stack: expected a non-empty list of tensors");
   const Shape first = tensors[0].shape();
   const std::size_t ax = normalize_dim("stack", dim, first.size() + 1);
-  std::vector<Tensor> parts;
-  for (std::size_t t = 0; t < tensors.size(); ++t) {
+  for (std::size_t t = 0; t < tensors.size(); ++t)
     if (tensors[t].shape() != first)
       throw std::invalid_argument("stack: tensor " + std::to_string(t) + " has shape " +
                                   shape_str(tensors[t].shape()) + ", tensor 0 has " + shape_str(first) +
                                   "; all must be equal");
-    std::vector<int64_t> with_one(first.begin(), first.end());
-    with_one.insert(with_one.begin() + static_cast<std::ptrdiff_t>(ax), 1);
-    parts.push_back(reshape(tensors[t], with_one));  // [.., 1, ..]: a new dim of size 1
-  }
-  return cat(parts, static_cast<int64_t>(ax));
+  // The output is [outer, count, inner] around the new dim, tensor t at position
+  // t. One op on the tape with every tensor as an input (not a cat of reshaped
+  // copies), so that backward() sees an in-place change to any of them.
+  Shape out_shape = first;
+  out_shape.insert(out_shape.begin() + static_cast<std::ptrdiff_t>(ax), tensors.size());
+  const AxisSplit s = split_at(out_shape, ax);
+  Array out = xt::empty<float>(out_shape);
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t t = 0; t < s.n; ++t)
+      std::copy_n(tensors[t].value().data() + o * s.inner, s.inner, out.data() + (o * s.n + t) * s.inner);
+  return record("stack", std::move(out), tensors, Reads::nothing(),
+                [s](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  for (std::size_t t = 0; t < in.size(); ++t) {
+                    if (!in[t].requires_grad()) continue;
+                    Array gi = xt::empty<float>(in[t].shape());
+                    for (std::size_t o = 0; o < s.outer; ++o)
+                      std::copy_n(g.data() + (o * s.n + t) * s.inner, s.inner, gi.data() + o * s.inner);
+                    in[t].accumulate_grad(std::move(gi));
+                  }
+                });
 }
 
 // Checks narrow's range and returns where it starts (a negative start counts

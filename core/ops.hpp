@@ -118,7 +118,8 @@ Tensor log_softmax(const Tensor& a, int64_t dim = -1);
 // ---- shape
 Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape);  // one entry may be -1
 Tensor transpose(const Tensor& a, int64_t dim0 = 0, int64_t dim1 = 1);
-// Dims start_dim..end_dim merged into one (a reshape). A 0-d tensor becomes [1].
+// Dims start_dim..end_dim merged into one (a reshape). A 0-d tensor becomes [1]
+// (its dims count as those of a 1-d tensor, 0 or -1, as in PyTorch).
 Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
 // Tensors joined along an existing dim (cat: all shapes equal except that dim)
 // or along a new one (stack: all shapes equal). At least one tensor.

@@ -1,7 +1,7 @@
 // Random programs on the tape, built from fuzz bytes: ops drawn from a table
-// (the differentiable ops of core/ops.hpp but clamp, where, cat, stack, narrow,
-// flatten, gather, layer_norm and dropout; plus nn::Embedding and
-// nn::EmbeddingBag) on tiny tensors, with broadcasting, a tensor used several
+// (every differentiable op of core/ops.hpp, plus nn::Embedding and
+// nn::EmbeddingBag; dropout gets a generator of its own, whose mask the
+// reference replays) on tiny tensors, with broadcasting, a tensor used several
 // times (x * x, diamonds), outputs dropped at once or later, ops under
 // NoGradGuard, detach(), in-place writes (copy_, value_mut(), shape changes)
 // anywhere between ops, and backward() with and without retain_graph, more
@@ -25,7 +25,9 @@
 //     changed in place. Then no gradient changes at all;
 //   - otherwise every leaf in the graph gains d(sum(w * root))/d(leaf), which
 //     central differences on the reference give (see `smooth` for when they can
-//     be trusted), and every other leaf keeps its gradient bit for bit;
+//     be trusted), and every other leaf keeps its gradient bit for bit (a leaf
+//     reached only through where's condition is not in the graph in that sense:
+//     no gradient flows there, as with PyTorch's bool condition);
 //   - the tape holds a node for exactly the live recorded tensors of the model
 //     (so dropped graphs are freed), and nothing once the program is gone.
 //
@@ -66,10 +68,11 @@ constexpr std::size_t max_actions = 24, max_steps = 12, max_entries = 24, max_ba
 constexpr std::size_t max_leaf_elements = 48;  // over all leaves: central differences cost 2 runs each
 
 // When float32 (tapegrad) and double (the reference) can be compared at all:
-// values stay below `huge`, no log/div/pow is near its pole (`pole`), and no
-// relu input or max tie is within `margin` of its kink. Outside, the program
-// still runs and its exceptions, versions and tape are checked; only values
-// and gradients are not.
+// values stay below `huge`, no log/div/pow is near its pole (`pole`), no relu
+// input, max tie, clamp bound or moving where condition is within `margin` of
+// its kink, and no layer_norm row is so narrow that float32 loses its digits.
+// Outside, the program still runs and its exceptions, versions and tape are
+// checked; only values and gradients are not.
 constexpr double huge = 1e3, pole = 0.1, margin = 1e-3;
 // Central differences in double: rounding ~ 1e-16 |L| / h, far below the
 // tolerances (1e-3 and 1e-2 relative; float32 rounding is 6e-8). Truncation,
@@ -151,8 +154,8 @@ Array to_array(const Val& x) {
 // What one evaluation of the reference met on its way.
 struct Check {
   bool wild = false;              // a pole, NaN or a huge value: float and double may part
-  bool kink = false;              // within `margin` of relu's 0 or of a tie in max
-  std::vector<int64_t> branches;  // relu signs and max positions, in order
+  bool kink = false;              // within `margin` of a kink: relu's 0, a tie in max, a clamp bound, ...
+  std::vector<int64_t> branches;  // relu signs, max positions, clamp sides, where picks, in order
 };
 
 // NumPy's broadcasting, aligned from the right; nullopt when the shapes clash.
@@ -290,9 +293,18 @@ struct Params {
   bool with_offsets = false;
   tg::Reduction reduction = tg::Reduction::mean;
   EmbeddingBagMode mode = EmbeddingBagMode::sum;
-  bool include_last = false, sparse = false, with_bias = false;
+  bool include_last = false, sparse = false, with_bias = false, with_weight = false;
   std::optional<int64_t> padding;
   bool use_operator = false;  // a * 2 rather than mul(a, 2), ...
+  std::optional<float> lo, hi;  // clamp's bounds
+  bool cond_moves = false;      // where's condition can move under central differences
+  int64_t start = 0, length = 0;  // narrow
+  Shape normalized;               // layer_norm's normalized_shape
+  float eps = 1e-5f;
+  float p = 0;  // dropout
+  bool train = true;
+  uint32_t seed = 0;         // of the generator dropout draws its mask from
+  std::vector<double> mask;  // that mask, replayed (train, 0 < p <= 1)
 };
 
 // What an op must do with these shapes: succeed with shape `out`, or throw one
@@ -300,6 +312,7 @@ struct Params {
 struct Expect {
   bool shape_error = false, index_error = false;
   Shape out;
+  bool same_tensor = false;  // returns operand 0 itself (dropout when not training or p = 0)
   bool ok() const { return !shape_error && !index_error; }
 };
 
@@ -331,6 +344,7 @@ struct Op {
   // `base`: the output at the point where the program ran, for parts the op
   // treats as constants (Embedding's padding row); null while computing it.
   Val (*ref)(const Vals&, const Params&, Check&, const Val* base);
+  unsigned constant_operands = 0;  // bit i: operand i gets no gradient (where's condition)
 };
 
 unsigned reads_none(std::size_t) {
@@ -425,9 +439,12 @@ class Program {
   int pick();                                  // an entry the program holds
   int fresh(Shape s, bool force = false);      // a new leaf of shape s (or pick() when over budget)
   int pick_or_fit(Shape s);                    // either, as the next byte says
+  int fresh_mask(Shape s);                     // a new leaf of 0s and non-zeros, for where
+  bool requires_grad(int e) const { return entries_[e].requires_grad; }
   Shape draw_shape();
 
  private:
+  int leaf(Shape s, bool force, bool mask);
   void op(const Op& op);
   void write();
   void backward();
@@ -439,7 +456,7 @@ class Program {
 
   const Val& value(int e, std::size_t version, const std::vector<Val>& now, const Perturb& d) const;
   std::vector<Val> eval(const Perturb& d, std::vector<std::vector<int64_t>>* branches) const;
-  std::vector<int> reach(int root) const;
+  std::vector<int> reach(int root, bool gradient_only = false) const;
   std::optional<Got> why_not_runnable(int root, std::string& why) const;
   bool stale_grad(int e) const;
 
@@ -468,12 +485,25 @@ Shape Program::draw_shape() {
 }
 
 int Program::fresh(Shape s, bool force) {
+  return leaf(std::move(s), force, false);
+}
+
+int Program::fresh_mask(Shape s) {
+  return leaf(std::move(s), false, true);
+}
+
+// A mask is mostly 0s and 1s, now and then another non-zero value, and seldom
+// requires grad (it gets none from where; it may from other ops).
+int Program::leaf(Shape s, bool force, bool mask) {
   const std::size_t n = numel(s);
   if (!force && (entries_.size() >= max_entries || leaf_elements_ + n > max_leaf_elements)) return pick();
   leaf_elements_ += n;
-  const bool requires_grad = in_.byte() % 8 != 0;
+  const bool requires_grad = mask ? in_.byte() % 8 == 0 : in_.byte() % 8 != 0;
   Array a = xt::empty<float>(s);
-  for (std::size_t k = 0; k < n; ++k) a.data()[k] = leaf_value(in_.byte(), k);
+  for (std::size_t k = 0; k < n; ++k) {
+    const uint8_t b = in_.byte();
+    a.data()[k] = !mask ? leaf_value(b, k) : !(b & 1) ? 0.0f : b & 2 ? leaf_value(b, k) : 1.0f;
+  }
   Entry e;
   e.values.push_back(of(a));
   e.t = Tensor(std::move(a), requires_grad);
@@ -529,16 +559,20 @@ float scalar_from(uint8_t b) {
 
 // --- elementwise, broadcasting
 
-void draw_binary(Program& pr, Call& c) {
-  const int a = pr.pick();
-  // A partner that mostly broadcasts: trailing dims of a, some set to 1, maybe one more in front.
-  Shape s = pr.shape(a);
-  const uint8_t b = pr.in().byte();
+// A partner for a tensor of shape s that mostly broadcasts with it: trailing
+// dims of s, some set to 1, maybe one more in front.
+Shape partner(Shape s, uint8_t b) {
   s.erase(s.begin(), s.begin() + static_cast<std::ptrdiff_t>((b & 3) % (s.size() + 1)));
   for (std::size_t i = 0; i < s.size(); ++i)
     if ((b >> (2 + i)) & 1) s[i] = 1;
   if (b & 0x80 && s.size() < 3) s.insert(s.begin(), 2);
-  const int other = pr.pick_or_fit(s);
+  return s;
+}
+
+void draw_binary(Program& pr, Call& c) {
+  const int a = pr.pick();
+  const uint8_t b = pr.in().byte();
+  const int other = pr.pick_or_fit(partner(pr.shape(a), b));
   c.in = b & 0x40 ? std::vector<int>{other, a} : std::vector<int>{a, other};
   c.p.use_operator = b & 0x20;
 }
@@ -992,6 +1026,350 @@ Val ref_embedding_bag(const Vals& x, const Params& p, Check& c, const Val*) {
   return r;
 }
 
+// --- clamp, where, dropout
+
+void draw_clamp(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  // Bounds among the leaves' values, so that inputs sit exactly on them now and
+  // then; min > max now and then; seldom neither (refused).
+  const uint8_t b = pr.in().byte();
+  const float lo = scalar_from(pr.in().byte()), hi = scalar_from(pr.in().byte());
+  if (b % 8 == 0) return;
+  if (b % 8 < 3 || b % 8 > 4) c.p.lo = lo;
+  if (b % 8 > 2) c.p.hi = hi;
+}
+
+Expect predict_clamp(const Shapes& s, const Params& p) {
+  return p.lo || p.hi ? gives(s[0]) : fails_shape();
+}
+
+Val ref_clamp(const Vals& x, const Params& p, Check& c, const Val*) {
+  const double lo = p.lo ? double(*p.lo) : -INFINITY, hi = p.hi ? double(*p.hi) : INFINITY;
+  return unary(*x[0], [&](double a) {
+    if (lo <= hi) {  // else the output is hi everywhere: a constant, without kinks
+      c.kink |= !(std::abs(a - lo) >= margin) || !(std::abs(a - hi) >= margin);
+      c.branches.push_back(a < lo ? 0 : a > hi ? 2 : 1);
+    }
+    const double y = a < lo ? lo : a;
+    return y > hi ? hi : y;
+  });
+}
+
+void draw_where(Program& pr, Call& c) {
+  const int a = pr.pick();
+  const uint8_t b = pr.in().byte();
+  const int cond = b & 1 ? pr.pick() : pr.fresh_mask(partner(pr.shape(a), pr.in().byte()));
+  const int other = pr.pick_or_fit(partner(pr.shape(a), pr.in().byte()));
+  c.in = b & 2 ? std::vector<int>{cond, other, a} : std::vector<int>{cond, a, other};
+  c.p.cond_moves = pr.requires_grad(cond);
+}
+
+Expect predict_where(const Shapes& s, const Params&) {
+  const auto ca = broadcast(s[0], s[1]);
+  if (!ca) return fails_shape();
+  const auto out = broadcast(*ca, s[2]);
+  return out ? gives(*out) : fails_shape();
+}
+
+Val ref_where(const Vals& x, const Params& p, Check& c, const Val*) {
+  Val r = zeros(*broadcast(*broadcast(x[0]->shape, x[1]->shape), x[2]->shape));
+  for (std::size_t i = 0; i < r.v.size(); ++i) {
+    const double cond = x[0]->v[source(i, r.shape, x[0]->shape)];
+    // A condition that moves with the leaves jumps where it crosses 0.
+    if (p.cond_moves) c.kink |= !(std::abs(cond) >= margin);
+    c.branches.push_back(cond != 0);
+    r.v[i] = cond != 0 ? x[1]->v[source(i, r.shape, x[1]->shape)] : x[2]->v[source(i, r.shape, x[2]->shape)];
+  }
+  return r;
+}
+
+// In training, the fuzzer gives dropout a generator of its own, seeded from a
+// byte, and replays the mask: the same seed on a tensor of ones of that shape.
+void draw_dropout(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  static const float ps[] = {0.5f, 0.25f, 0.0f, 0.9f, 1.0f, 0.1f, -0.25f, 1.5f, NAN};
+  c.p.p = ps[pr.in().byte() % 9];
+  c.p.train = pr.in().byte() % 4 != 0;
+  c.p.seed = pr.in().byte();
+  if (!c.p.train || !(c.p.p > 0 && c.p.p <= 1)) return;
+  tg::Generator gen(c.p.seed);
+  const Array m = tg::dropout(Tensor(Array(xt::ones<float>(pr.shape(c.in[0])))), c.p.p, true, gen).value();
+  const float scale = c.p.p < 1 ? 1.0f / (1.0f - c.p.p) : 0.0f;
+  for (float v : m) {
+    FUZZ_EXPECT(v == 0 || v == scale, "dropout: a mask element is neither 0 nor 1 / (1 - p)");
+    c.p.mask.push_back(v);
+  }
+}
+
+Expect predict_dropout(const Shapes& s, const Params& p) {
+  if (!(p.p >= 0 && p.p <= 1)) return fails_shape();
+  Expect e = gives(s[0]);
+  e.same_tensor = !p.train || p.p == 0;
+  return e;
+}
+
+Tensor run_dropout(const Tensors& t, const Params& p) {
+  tg::Generator gen(p.seed);
+  return tg::dropout(t[0], p.p, p.train, gen);
+}
+
+Val ref_dropout(const Vals& x, const Params& p, Check&, const Val*) {
+  Val r = *x[0];
+  for (std::size_t i = 0; i < r.v.size(); ++i) r.v[i] *= p.mask[i];
+  return r;
+}
+
+// --- cat, stack, narrow, flatten, gather
+
+// Tensors of the first one's shape, along dim (cat: with other sizes there);
+// now and then none at all, or any tensor the program holds.
+void draw_join(Program& pr, Call& c, bool stack) {
+  const uint8_t b = pr.in().byte();
+  if ((b & 0xF0) == 0xF0) return;  // an empty list
+  const int first = pr.pick();
+  const Shape s0 = pr.shape(first);
+  c.p.dim0 = dim_from(pr.in().byte(), s0.size() + (stack ? 1 : 0));
+  c.in = {first};
+  for (std::size_t i = 0; i < b % 3u; ++i) {
+    Shape s = s0;
+    if (!stack && dim_ok(c.p.dim0, s.size())) s[axis(c.p.dim0, s.size())] = pr.in().byte() % 3;
+    c.in.push_back(pr.pick_or_fit(s));
+  }
+}
+
+Expect predict_cat(const Shapes& s, const Params& p) {
+  if (s.empty() || !dim_ok(p.dim0, s[0].size())) return fails_shape();
+  const std::size_t ax = axis(p.dim0, s[0].size());
+  Shape out = s[0];
+  out[ax] = 0;
+  for (const Shape& t : s) {
+    if (t.size() != out.size()) return fails_shape();
+    for (std::size_t d = 0; d < t.size(); ++d)
+      if (d != ax && t[d] != out[d]) return fails_shape();
+    out[ax] += t[ax];
+  }
+  return gives(out);
+}
+
+Val ref_cat(const Vals& x, const Params& p, Check&, const Val*) {
+  Shapes shapes;
+  for (const Val* v : x) shapes.push_back(v->shape);
+  Val r = zeros(predict_cat(shapes, p).out);
+  const std::size_t ax = axis(p.dim0, r.shape.size());
+  const Split so = split(r.shape, ax);
+  std::size_t at = 0;  // where tensor t starts along ax
+  for (const Val* t : x) {
+    const Split st = split(t->shape, ax);
+    for (std::size_t o = 0; o < st.outer; ++o)
+      for (std::size_t j = 0; j < st.n; ++j)
+        for (std::size_t i = 0; i < st.inner; ++i)
+          r.v[(o * so.n + at + j) * so.inner + i] = t->v[(o * st.n + j) * st.inner + i];
+    at += st.n;
+  }
+  return r;
+}
+
+Expect predict_stack(const Shapes& s, const Params& p) {
+  if (s.empty() || !dim_ok(p.dim0, s[0].size() + 1)) return fails_shape();
+  for (const Shape& t : s)
+    if (t != s[0]) return fails_shape();
+  Shape out = s[0];
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(axis(p.dim0, out.size() + 1)), s.size());
+  return gives(out);
+}
+
+Val ref_stack(const Vals& x, const Params& p, Check&, const Val*) {
+  Shapes shapes;
+  for (const Val* v : x) shapes.push_back(v->shape);
+  Val r = zeros(predict_stack(shapes, p).out);
+  const Split so = split(r.shape, axis(p.dim0, r.shape.size()));
+  for (std::size_t o = 0; o < so.outer; ++o)
+    for (std::size_t t = 0; t < so.n; ++t)
+      for (std::size_t i = 0; i < so.inner; ++i) r.v[(o * so.n + t) * so.inner + i] = x[t]->v[o * so.inner + i];
+  return r;
+}
+
+void draw_narrow(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const Shape s = pr.shape(c.in[0]);
+  c.p.dim0 = dim_from(pr.in().byte(), s.size());
+  const int64_t n = dim_ok(c.p.dim0, s.size()) ? static_cast<int64_t>(s[axis(c.p.dim0, s.size())]) : 1;
+  c.p.start = static_cast<int64_t>(pr.in().byte()) % (2 * n + 3) - n - 1;  // [-n - 1, n + 1]
+  const int64_t begin = c.p.start < 0 ? c.p.start + n : c.p.start;
+  const uint8_t l = pr.in().byte();
+  // Mostly a length that fits, now and then one too long or negative.
+  c.p.length = l >= 0xF0 ? n - begin + 1 : l >= 0xE8 ? -1 : l % (std::max<int64_t>(n - begin, 0) + 1);
+}
+
+Expect predict_narrow(const Shapes& s, const Params& p) {
+  if (!dim_ok(p.dim0, s[0].size())) return fails_shape();
+  const std::size_t ax = axis(p.dim0, s[0].size());
+  const int64_t n = static_cast<int64_t>(s[0][ax]), begin = p.start < 0 ? p.start + n : p.start;
+  if (begin < 0 || begin > n || p.length < 0 || begin + p.length > n) return {false, true, {}};
+  Shape out = s[0];
+  out[ax] = static_cast<std::size_t>(p.length);
+  return gives(out);
+}
+
+Val ref_narrow(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val& a = *x[0];
+  const std::size_t ax = axis(p.dim0, a.shape.size());
+  const int64_t n = static_cast<int64_t>(a.shape[ax]);
+  const std::size_t begin = static_cast<std::size_t>(p.start < 0 ? p.start + n : p.start);
+  Val r = zeros(predict_narrow({a.shape}, p).out);
+  const Split s = split(a.shape, ax);
+  const std::size_t len = r.shape[ax];
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t j = 0; j < len; ++j)
+      for (std::size_t i = 0; i < s.inner; ++i)
+        r.v[(o * len + j) * s.inner + i] = a.v[(o * s.n + begin + j) * s.inner + i];
+  return r;
+}
+
+void draw_flatten(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const std::size_t r = std::max<std::size_t>(pr.shape(c.in[0]).size(), 1);
+  const uint8_t b = pr.in().byte();
+  c.p.dim0 = b & 1 ? dim_from(pr.in().byte(), r) : 0;  // else the defaults, 0 and -1
+  c.p.dim1 = b & 2 ? dim_from(pr.in().byte(), r) : -1;
+}
+
+// A 0-d tensor has the dims of a 1-d one (0 and -1) and becomes [1], as in PyTorch.
+Expect predict_flatten(const Shapes& s, const Params& p) {
+  const Shape& a = s[0];
+  const std::size_t r = std::max<std::size_t>(a.size(), 1);
+  if (!dim_ok(p.dim0, r) || !dim_ok(p.dim1, r)) return fails_shape();
+  if (a.empty()) return gives({1});
+  const std::size_t first = axis(p.dim0, r), last = axis(p.dim1, r);
+  if (first > last) return fails_shape();
+  Shape out(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(first));
+  out.push_back(numel(Shape(a.begin() + static_cast<std::ptrdiff_t>(first),
+                            a.begin() + static_cast<std::ptrdiff_t>(last) + 1)));
+  out.insert(out.end(), a.begin() + static_cast<std::ptrdiff_t>(last) + 1, a.end());
+  return gives(out);
+}
+
+void draw_gather(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const Shape s = pr.shape(c.in[0]);
+  const uint8_t b = pr.in().byte();
+  c.p.dim0 = dim_from(b, s.size());
+  const bool ax_ok = dim_ok(c.p.dim0, s.size());
+  const std::size_t ax = ax_ok ? axis(c.p.dim0, s.size()) : s.size();
+  // An index of a's rank (now and then another), no larger than a but along
+  // dim (now and then larger).
+  c.p.ids_shape = Shape((b & 0xC0) == 0xC0 ? (b >> 4) & 3 : s.size());
+  for (std::size_t d = 0; d < c.p.ids_shape.size(); ++d) {
+    const uint8_t x = pr.in().byte();
+    c.p.ids_shape[d] = d >= s.size() || d == ax ? x % 4 : x >= 0xF0 ? s[d] + 1 : x % (s[d] + 1);
+  }
+  c.p.ids = ids_from(pr, numel(c.p.ids_shape), ax_ok ? s[ax] : 0);
+}
+
+Expect predict_gather(const Shapes& s, const Params& p) {
+  const Shape& a = s[0];
+  if (!dim_ok(p.dim0, a.size()) || p.ids_shape.size() != a.size()) return fails_shape();
+  const std::size_t ax = axis(p.dim0, a.size());
+  for (std::size_t d = 0; d < a.size(); ++d)
+    if (d != ax && p.ids_shape[d] > a[d]) return fails_shape();
+  return {false, !indices_ok(p.ids, a[ax]), p.ids_shape};
+}
+
+Val ref_gather(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val& a = *x[0];
+  const std::size_t r = a.shape.size(), ax = axis(p.dim0, r);
+  Val out = zeros(p.ids_shape);
+  std::vector<std::size_t> at(r);
+  for (std::size_t k = 0; k < p.ids.size(); ++k) {
+    std::size_t f = k;
+    for (std::size_t d = r; d-- > 0;) {  // k's position in the index
+      at[d] = f % p.ids_shape[d];
+      f /= p.ids_shape[d];
+    }
+    at[ax] = static_cast<std::size_t>(p.ids[k]);
+    std::size_t src = 0;
+    for (std::size_t d = 0; d < r; ++d) src = src * a.shape[d] + at[d];
+    out.v[k] = a.v[src];
+  }
+  return out;
+}
+
+// --- layer_norm, with a weight (reads it) or without; a bias or not
+
+template <bool weight>
+void draw_layer_norm(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const Shape s = pr.shape(c.in[0]);
+  const uint8_t b = pr.in().byte();
+  // normalized_shape: mostly x's last 1 .. rank dims; now and then none, more
+  // dims than x has, or a size x does not have.
+  std::size_t k = s.empty() ? 1 : 1 + b % s.size();
+  if ((b & 0x30) == 0x30) k = b & 0x40 ? 0 : s.size() + 1;
+  Shape n;
+  if (k <= s.size()) {
+    n.assign(s.end() - static_cast<std::ptrdiff_t>(k), s.end());
+  } else {
+    n = s;
+    n.insert(n.begin(), 1);
+  }
+  if ((b & 0x88) == 0x88 && !n.empty()) n[b % n.size()] += 1;
+  c.p.normalized = n;
+  c.p.with_weight = weight;
+  if (weight) c.in.push_back(pr.pick_or_fit(n));
+  c.p.with_bias = pr.in().byte() & 1;
+  if (c.p.with_bias) c.in.push_back(pr.pick_or_fit(n));
+  static const float eps[] = {1e-5f, 1e-5f, 1e-5f, 0.1f, 0.1f, 0.0f, -1e-3f, NAN};
+  c.p.eps = eps[pr.in().byte() % 8];
+}
+
+Expect predict_layer_norm(const Shapes& s, const Params& p) {
+  const Shape &x = s[0], &n = p.normalized;
+  if (n.empty() || n.size() > x.size() || !std::equal(n.begin(), n.end(), x.end() - static_cast<std::ptrdiff_t>(n.size())))
+    return fails_shape();
+  for (std::size_t i = 1; i < s.size(); ++i)  // weight, bias
+    if (s[i] != n) return fails_shape();
+  if (numel(n) == 0 || !(p.eps >= 0)) return fails_shape();
+  return gives(x);
+}
+
+Tensor run_layer_norm(const Tensors& t, const Params& p) {
+  std::optional<Tensor> w, b;
+  if (p.with_weight) w = t[1];
+  if (p.with_bias) b = t.back();
+  return tg::layer_norm(t[0], p.normalized, w, b, p.eps);
+}
+
+Val ref_layer_norm(const Vals& x, const Params& p, Check& c, const Val*) {
+  const Val& a = *x[0];
+  const std::size_t n = numel(p.normalized), rows = a.v.size() / n;
+  const Val* w = p.with_weight ? x[1] : nullptr;
+  const Val* b = p.with_bias ? x.back() : nullptr;
+  Val r = zeros(a.shape);
+  for (std::size_t row = 0; row < rows; ++row) {
+    const double* xr = a.v.data() + row * n;
+    double mean = 0, var = 0, largest = 1;
+    for (std::size_t i = 0; i < n; ++i) mean += xr[i];
+    mean /= static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      var += (xr[i] - mean) * (xr[i] - mean);
+      largest = std::max(largest, std::abs(xr[i]));
+    }
+    var /= static_cast<double>(n);
+    const double rstd = 1 / std::sqrt(var + double(p.eps));
+    // float32 inputs are off by 6e-8 |x|; the slope of the gradient is ~ rstd^2,
+    // so float and double can part when |x| rstd^2 is large. A row of one
+    // element is exact (x - mean is 0, and so is its gradient).
+    if (n > 1) c.wild |= !(largest * rstd * rstd <= 1e3);
+    for (std::size_t i = 0; i < n; ++i) {
+      double y = (xr[i] - mean) * rstd;
+      if (w) y *= w->v[i];
+      if (b) y += b->v[i];
+      r.v[row * n + i] = y;
+    }
+  }
+  return r;
+}
+
 // --- the table. `name` is what a refusal must mention; `node` names the tape
 // entry of the output (for ops made of several, the last one).
 
@@ -1203,6 +1581,32 @@ const Op ops[] = {
      ref_embedding},
     {"EmbeddingBag", "embedding_bag", reads_bag, false, draw_embedding_bag, predict_embedding_bag,
      run_embedding_bag, ref_embedding_bag},
+    {"clamp", "clamp", reads_first, false, draw_clamp, predict_clamp,
+     [](const Tensors& t, const Params& p) { return tg::clamp(t[0], p.lo, p.hi); }, ref_clamp},
+    {"where", "where", reads_first, false, draw_where, predict_where,
+     [](const Tensors& t, const Params&) { return tg::where(t[0], t[1], t[2]); }, ref_where,
+     1},  // the condition gets no gradient
+    {"dropout", "dropout", reads_none, false, draw_dropout, predict_dropout, run_dropout, ref_dropout},
+    {"cat", "cat", reads_none, false, [](Program& pr, Call& c) { draw_join(pr, c, false); }, predict_cat,
+     [](const Tensors& t, const Params& p) { return tg::cat(t, p.dim0); }, ref_cat},
+    {"stack", "stack", reads_none, false, [](Program& pr, Call& c) { draw_join(pr, c, true); }, predict_stack,
+     [](const Tensors& t, const Params& p) { return tg::stack(t, p.dim0); }, ref_stack},
+    {"narrow", "narrow", reads_none, false, draw_narrow, predict_narrow,
+     [](const Tensors& t, const Params& p) { return tg::narrow(t[0], p.dim0, p.start, p.length); }, ref_narrow},
+    {"flatten", "reshape", reads_none, false, draw_flatten, predict_flatten,
+     [](const Tensors& t, const Params& p) { return tg::flatten(t[0], p.dim0, p.dim1); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       Val r = *x[0];
+       r.shape = predict_flatten({x[0]->shape}, p).out;
+       return r;
+     }},
+    {"gather", "gather", reads_none, false, draw_gather, predict_gather,
+     [](const Tensors& t, const Params& p) { return tg::gather(t[0], p.dim0, indices(p.ids, p.ids_shape)); },
+     ref_gather},
+    {"layer_norm", "layer_norm", reads_two, false, draw_layer_norm<true>, predict_layer_norm, run_layer_norm,
+     ref_layer_norm},  // x and weight (and a bias or not)
+    {"layer_norm", "layer_norm", reads_first, false, draw_layer_norm<false>, predict_layer_norm, run_layer_norm,
+     ref_layer_norm},  // x (and a bias or not)
 };
 constexpr std::size_t num_ops = sizeof(ops) / sizeof(ops[0]);
 
@@ -1266,8 +1670,10 @@ std::vector<Val> Program::eval(const Perturb& d, std::vector<std::vector<int64_t
 }
 
 // The steps backward() from `root` walks: its maker, and through the inputs
-// that have a maker on the tape, theirs.
-std::vector<int> Program::reach(int root) const {
+// that have a maker on the tape, theirs. With gradient_only, only through the
+// operands a gradient flows to (not where's condition): the steps whose
+// outputs get a gradient.
+std::vector<int> Program::reach(int root, bool gradient_only) const {
   std::vector<bool> seen(steps_.size());
   std::vector<int> out;
   if (entries_[root].recorded) {
@@ -1275,11 +1681,14 @@ std::vector<int> Program::reach(int root) const {
     out.push_back(entries_[root].step);
   }
   for (std::size_t k = 0; k < out.size(); ++k)
-    for (int e : steps_[out[k]].call.in)
+    for (std::size_t i = 0; i < steps_[out[k]].call.in.size(); ++i) {
+      const int e = steps_[out[k]].call.in[i];
+      if (gradient_only && (steps_[out[k]].op->constant_operands >> i) & 1) continue;
       if (entries_[e].recorded && !seen[entries_[e].step]) {
         seen[entries_[e].step] = true;
         out.push_back(entries_[e].step);
       }
+    }
   return out;
 }
 
@@ -1378,6 +1787,12 @@ void Program::op(const Op& op) {
     return;
   }
   FUZZ_EXPECT(got == Got::ok, call + ": refused a valid call: " + what);
+  if (want.same_tensor) {  // nothing new to model: the program holds that tensor already
+    FUZZ_EXPECT(out.impl() == ts[0].impl(), call + ": did not return its input itself");
+    FUZZ_EXPECT(tg::Tape::current().live_count() == live_before, call + ": returning its input changed the tape");
+    FUZZ_EXPECT(same(out.value(), before[0]), call + ": returning its input changed it");
+    return;
+  }
   FUZZ_EXPECT(out.shape() == want.out, call + ": output shape " + str(out.shape()) + ", expected " + str(want.out));
   const bool recorded = !no_grad && any_grad;
   FUZZ_EXPECT(out.requires_grad() == recorded && out.is_leaf() == !recorded, call + ": recorded when it should not be, or not when it should");
@@ -1624,17 +2039,21 @@ void Program::backward() {
   }
   if (!want) want = Got::ok;
   // What backward() adds into: the leaves of the graph, and the outputs it
-  // walks that retain their gradient.
+  // walks that retain their gradient; both only where a gradient flows (a leaf
+  // reached only through where's condition gets none, as in PyTorch, where an
+  // op's undefined gradient leaves .grad alone).
   std::vector<int> leaves;
   const std::vector<int> walked = reach(root);
   auto add = [&](int e) {
     if (std::find(leaves.begin(), leaves.end(), e) == leaves.end()) leaves.push_back(e);
   };
   if (R.step < 0) add(root);
-  for (int k : walked) {
+  for (int k : reach(root, true)) {
     if (entries_[steps_[k].out].retains) add(steps_[k].out);
-    for (int e : steps_[k].call.in)
-      if (entries_[e].step < 0 && entries_[e].requires_grad) add(e);
+    for (std::size_t i = 0; i < steps_[k].call.in.size(); ++i) {
+      const int e = steps_[k].call.in[i];
+      if (!((steps_[k].op->constant_operands >> i) & 1) && entries_[e].step < 0 && entries_[e].requires_grad) add(e);
+    }
   }
 
   std::vector<std::optional<Val>> grads_before;

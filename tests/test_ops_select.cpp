@@ -117,6 +117,15 @@ TEST_SUITE("core.ops.select") {
     CHECK(c.grad().dense() == Array{1, 1});
     CHECK(d.grad().empty());
 
+    // An input that does not require grad is still an input of stack's tape
+    // entry: a shape change to it before backward() is refused, as for any op.
+    Tensor e = tg::ones({2}, true), f = tg::ones({2});
+    Tensor s = tg::stack({e, f});
+    CHECK(s.creator()->op == "stack");
+    f.value_mut() = xt::ones<float>({3});
+    CHECK_THROWS_WITH_AS(tg::sum(s).backward(), doctest::Contains("input 1 of op 'stack'"), std::logic_error);
+    CHECK(e.grad().empty());
+
     CHECK_THROWS_WITH_AS(tg::cat({}), "cat: expected a non-empty list of tensors", std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::cat({a, tg::zeros({2, 3})}),
                          "cat: tensor 1 has shape [2, 3], tensor 0 has [2, 2]; they must match except in dim 0",
@@ -146,6 +155,12 @@ TEST_SUITE("core.ops.select") {
     CHECK(tg::flatten(b, 1).shape() == tg::Shape{2, 12});
     CHECK(tg::flatten(b, 0, 1).shape() == tg::Shape{6, 4});
     CHECK(tg::flatten(Tensor(Array(2.0f))).shape() == tg::Shape{1});
+    CHECK(tg::flatten(Tensor(Array(2.0f)), -1, 0).shape() == tg::Shape{1});
+    // a 0-d tensor has the dims of a 1-d one (PyTorch raises IndexError for others)
+    CHECK_THROWS_WITH_AS(tg::flatten(Tensor(Array(2.0f)), 1),
+                         "flatten: dim 1 out of range for a 0-d tensor (its dims are 0 and -1)", std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::flatten(Tensor(Array(2.0f)), 0, -2),
+                         doctest::Contains("flatten: dim -2 out of range for a 0-d tensor"), std::invalid_argument);
     check_core_parity("flatten", [](Inputs& x, const J&) { return tg::flatten(x[0], 1); });
     CHECK_THROWS_WITH_AS(tg::flatten(b, 2, 1), doctest::Contains("flatten: start_dim 2 comes after end_dim 1"),
                          std::invalid_argument);
