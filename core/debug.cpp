@@ -13,7 +13,7 @@ namespace tg {
 
 // "[1.5, -2, 0]" for small arrays (flattened), "(24 values)" for larger ones.
 static std::string values_str(const Array& a) {
-  if (a.size() > 8) return "(" + std::to_string(a.size()) + " values)";
+  if (a.size() > 8) return std::string("(") + std::to_string(a.size()) + " values)";
   std::ostringstream s;
   s << '[';
   for (std::size_t i = 0; i < a.size(); ++i) s << (i ? ", " : "") << a.data()[i];
@@ -195,7 +195,8 @@ std::string to_dot(const Tensor& root) {
       label = n->op + " [" + std::to_string(n->index) + "]" + (n->released ? " (released)" : "");
     else
       label = t.name().empty() ? "leaf" : t.name();
-    label += "\n" + shape_str(t.shape());
+    label += "\n";
+    label += shape_str(t.shape());
     label += "\nvalue " + values_str(t.value());
     if (!t.grad().empty()) label += "\ngrad " + grad_str(t.grad());
     nodes << "  t" << id << " [label=\"" << dot_escape(label)
