@@ -11,6 +11,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -36,27 +37,27 @@ inline std::vector<std::string> read_options(int argc, char** argv, const std::m
     }
     if (i + 1 >= argc) throw std::invalid_argument(name + " needs a value");
     const std::string text = argv[++i];
-    std::size_t used = 0;
+    bool ok = true;  // a number must be all of the text
     try {
+      std::size_t used = 0;
       std::visit(
           [&](auto* target) {
             using T = std::remove_pointer_t<decltype(target)>;
-            if constexpr (std::is_same_v<T, std::string>) {
-              *target = text;
-              used = text.size();
-            } else if constexpr (std::is_same_v<T, int64_t>) {
+            if constexpr (std::is_same_v<T, std::string>)
+              *target = text, used = text.size();
+            else if constexpr (std::is_same_v<T, int64_t>)
               *target = std::stoll(text, &used);
-            } else if constexpr (std::is_same_v<T, uint64_t>) {
+            else if constexpr (std::is_same_v<T, uint64_t>)
               *target = std::stoull(text, &used);
-            } else if constexpr (std::is_same_v<T, double>) {
+            else if constexpr (std::is_same_v<T, double>)
               *target = std::stod(text, &used);
-            }
           },
           it->second);
+      ok = used == text.size();
     } catch (const std::logic_error&) {  // stoll & co. throw invalid_argument or out_of_range
-      used = 0;
+      ok = false;
     }
-    if (used != text.size() || text.empty()) throw std::invalid_argument(name + ": not a number: '" + text + "'");
+    if (!ok) throw std::invalid_argument(name + ": not a number: '" + text + "'");
   }
   return positional;
 }

@@ -723,6 +723,38 @@ Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
   return reshape(a, shape);
 }
 
+// cat and stack: the output is [outer, n, inner] around axis `ax`, and tensor t
+// fills counts[t] of the n positions (cat: its size along ax; stack: 1, on a
+// new axis). For every outer index the tensors' blocks of counts[t] * inner
+// values are copied side by side; backward cuts the gradient up the same way.
+static Tensor join(const char* op, const std::vector<Tensor>& tensors, const Shape& out_shape, std::size_t ax,
+                   const std::vector<std::size_t>& counts) {
+  const AxisSplit out_split = split_at(out_shape, ax);
+  std::vector<std::size_t> block(tensors.size());  // counts[t] * inner
+  for (std::size_t t = 0; t < tensors.size(); ++t) block[t] = counts[t] * out_split.inner;
+  const std::size_t row = out_split.n * out_split.inner;
+  Array out = xt::empty<float>(out_shape);
+  float* dst = out.data();
+  for (std::size_t o = 0; o < out_split.outer; ++o)
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      std::copy_n(tensors[t].value().data() + o * block[t], block[t], dst);
+      dst += block[t];
+    }
+  return record(op, std::move(out), tensors, Reads::nothing(),
+                [block, row, outer = out_split.outer](const Array& g, const Array&, std::vector<Tensor>& in) {
+                  std::size_t start = 0;  // where tensor t's block begins within an output row
+                  for (std::size_t t = 0; t < in.size(); ++t) {
+                    if (in[t].requires_grad()) {
+                      Array gi = xt::empty<float>(in[t].shape());
+                      for (std::size_t o = 0; o < outer; ++o)
+                        std::copy_n(g.data() + o * row + start, block[t], gi.data() + o * block[t]);
+                      in[t].accumulate_grad(std::move(gi));
+                    }
+                    start += block[t];
+                  }
+                });
+}
+
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw std::invalid_argument("cat: expected a non-empty list of tensors");
   const Shape first = tensors[0].shape();
@@ -739,32 +771,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                                   std::to_string(ax));
     out_shape[ax] += s[ax];
   }
-  // Each tensor is [outer, n_t, inner] around the axis; the output interleaves
-  // their [n_t * inner] blocks for every outer index.
-  const AxisSplit out_split = split_at(out_shape, ax);
-  std::vector<std::size_t> block(tensors.size());  // n_t * inner
-  for (std::size_t t = 0; t < tensors.size(); ++t) block[t] = tensors[t].shape()[ax] * out_split.inner;
-  const std::size_t row = out_split.n * out_split.inner;
-  Array out = xt::empty<float>(out_shape);
-  float* dst = out.data();
-  for (std::size_t o = 0; o < out_split.outer; ++o)
-    for (std::size_t t = 0; t < tensors.size(); ++t) {
-      std::copy_n(tensors[t].value().data() + o * block[t], block[t], dst);
-      dst += block[t];
-    }
-  return record("cat", std::move(out), tensors, Reads::nothing(),
-                [block, row, outer = out_split.outer](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  std::size_t start = 0;  // where tensor t's block begins within an output row
-                  for (std::size_t t = 0; t < in.size(); ++t) {
-                    if (in[t].requires_grad()) {
-                      Array gi = xt::empty<float>(in[t].shape());
-                      for (std::size_t o = 0; o < outer; ++o)
-                        std::copy_n(g.data() + o * row + start, block[t], gi.data() + o * block[t]);
-                      in[t].accumulate_grad(std::move(gi));
-                    }
-                    start += block[t];
-                  }
-                });
+  std::vector<std::size_t> counts;
+  for (const Tensor& t : tensors) counts.push_back(t.shape()[ax]);
+  return join("cat", tensors, out_shape, ax, counts);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -776,26 +785,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
       throw std::invalid_argument("stack: tensor " + std::to_string(t) + " has shape " +
                                   shape_str(tensors[t].shape()) + ", tensor 0 has " + shape_str(first) +
                                   "; all must be equal");
-  // The output is [outer, count, inner] around the new dim, tensor t at position
-  // t. One op on the tape with every tensor as an input (not a cat of reshaped
+  // One op on the tape with every tensor as an input (not a cat of reshaped
   // copies), so that backward() sees an in-place change to any of them.
   Shape out_shape = first;
   out_shape.insert(out_shape.begin() + static_cast<std::ptrdiff_t>(ax), tensors.size());
-  const AxisSplit s = split_at(out_shape, ax);
-  Array out = xt::empty<float>(out_shape);
-  for (std::size_t o = 0; o < s.outer; ++o)
-    for (std::size_t t = 0; t < s.n; ++t)
-      std::copy_n(tensors[t].value().data() + o * s.inner, s.inner, out.data() + (o * s.n + t) * s.inner);
-  return record("stack", std::move(out), tensors, Reads::nothing(),
-                [s](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  for (std::size_t t = 0; t < in.size(); ++t) {
-                    if (!in[t].requires_grad()) continue;
-                    Array gi = xt::empty<float>(in[t].shape());
-                    for (std::size_t o = 0; o < s.outer; ++o)
-                      std::copy_n(g.data() + (o * s.n + t) * s.inner, s.inner, gi.data() + o * s.inner);
-                    in[t].accumulate_grad(std::move(gi));
-                  }
-                });
+  return join("stack", tensors, out_shape, ax, std::vector<std::size_t>(tensors.size(), 1));
 }
 
 // Checks narrow's range and returns where it starts (a negative start counts
