@@ -5,10 +5,13 @@
 // include path holds (a project with its own core/tensor.hpp included).
 #pragma once
 
+#include "core/array.hpp"
 #include "core/debug.hpp"
+#include "core/factories.hpp"
 #include "core/grad.hpp"
 #include "core/gradcheck.hpp"
 #include "core/ops.hpp"
+#include "core/sparse_rows.hpp"
 #include "core/table_memory.hpp"
 #include "core/tape.hpp"
 #include "core/tensor.hpp"

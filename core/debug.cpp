@@ -26,11 +26,39 @@ static std::string tensor_str(const Tensor& t) {
   return s + shape_str(t.shape()) + (t.requires_grad() ? "*" : "");
 }
 
+Tape& Tape::current() {
+  static thread_local Tape tape;
+  return tape;
+}
+
+void Tape::append(const std::shared_ptr<Node>& node) {
+  slots_.push_back(node);
+  // Amortised clean-up: the list never holds more than about twice its live
+  // entries, however many forward passes run without a backward().
+  if (slots_.size() >= prune_at_) prune();
+}
+
+void Tape::prune() {
+  std::erase_if(slots_, [](const std::weak_ptr<Node>& s) {
+    auto n = s.lock();
+    return !n || n->released;
+  });
+  prune_at_ = std::max<std::size_t>(64, 2 * slots_.size());
+}
+
+std::vector<std::shared_ptr<Node>> Tape::live_entries() {
+  prune();
+  std::vector<std::shared_ptr<Node>> out;
+  for (const auto& s : slots_)
+    if (auto n = s.lock()) out.push_back(std::move(n));
+  return out;
+}
+
 std::string describe(const Node& node) {
   std::ostringstream s;
   s << '[' << node.index << "] " << node.op << '(';
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) s << (i ? ", " : "") << tensor_str(node.inputs[i]);
-  s << ") -> " << shape_str(Shape(node.output_shape.begin(), node.output_shape.end()));
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) s << (i ? ", " : "") << tensor_str(node.inputs[i].tensor);
+  s << ") -> " << shape_str(node.output_shape);
   return s.str();
 }
 
@@ -77,9 +105,6 @@ DetectAnomalyGuard::~DetectAnomalyGuard() {
 
 namespace debug {
 
-std::ostream* trace_stream() {
-  return trace_to;
-}
 bool anomaly_enabled() {
   return anomaly;
 }
@@ -99,58 +124,41 @@ static bool finite(const Grad& g) {
   return true;
 }
 
-// The slot an input's gradient lands in during backward.
-static const Grad& receiving_slot(const Tensor& t) {
-  return t.is_leaf() ? t.impl()->grad : t.impl()->pending;
-}
-
 void check_forward(const std::string& op, const Array& value, std::size_t index, bool recorded) {
   if (finite(value.data(), value.size())) return;
   throw AnomalyError("anomaly: op '" + op + "' (" +
                      (recorded ? "tape entry " + std::to_string(index) : std::string("not recorded")) +
                      ") produced NaN or Inf in its forward value " +
-                     shape_str(Shape(value.shape().begin(), value.shape().end())) + " " + values_str(value));
+                     shape_str(value.shape()) + " " + values_str(value));
 }
 
-struct StepTrace {
-  std::vector<Array> before;  // each input's receiving slot, densified, before the step
-};
-
-std::shared_ptr<StepTrace> before_step(const Node& node) {
-  if (!trace_to) return nullptr;
-  auto t = std::make_shared<StepTrace>();
-  for (const Tensor& in : node.inputs) t->before.push_back(receiving_slot(in).to_dense(in.shape()));
-  return t;
-}
-
-void after_step(const Node& node, const Array& grad_output, const std::shared_ptr<StepTrace>& before) {
+void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
   if (anomaly)
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      const Tensor& in = node.inputs[i];
-      if (in.requires_grad() && !finite(receiving_slot(in)))
-        throw AnomalyError(
-            "anomaly: backward of op '" + node.op + "' (tape entry " + std::to_string(node.index) +
-            ") produced NaN or Inf in the gradient of its input " + std::to_string(i) + " " + tensor_str(in));
-    }
-  if (!trace_to || !before) return;
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      if (node.needs_grad(i) && !finite(grads[i]))
+        throw AnomalyError("anomaly: backward of op '" + node.op + "' (tape entry " + std::to_string(node.index) +
+                           ") produced NaN or Inf in the gradient of its input " + std::to_string(i) + " " +
+                           tensor_str(node.inputs[i].tensor));
+  if (!trace_to) return;
   std::ostream& os = *trace_to;
   os << "backward " << describe(node) << "\n  grad of output: " << values_str(grad_output) << '\n';
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-    const Tensor& in = node.inputs[i];
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& in = node.inputs[i].tensor;
     os << "  input " << i << ' ' << tensor_str(in);
-    if (!in.requires_grad()) {
+    if (!node.needs_grad(i)) {
       os << ": needs no gradient\n";
       continue;
     }
-    auto same = std::find_if(node.inputs.begin(), node.inputs.begin() + i,
-                             [&](const Tensor& o) { return o.is_same(in); });
-    if (same != node.inputs.begin() + i) {  // x * x: one slot received both shares
-      os << ": same tensor as input " << (same - node.inputs.begin()) << ", its share is counted there\n";
+    std::size_t first = 0;  // x * x: both shares go to one tensor; show their sum at its first input
+    while (!node.inputs[first].tensor.is_same(in)) ++first;
+    if (first < i) {
+      os << ": same tensor as input " << first << ", its share is counted there\n";
       continue;
     }
-    Array added = receiving_slot(in).to_dense(in.shape()) - before->before[i];
-    os << (in.is_leaf() ? " (leaf)"
-                        : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
+    Array added = xt::zeros<float>(in.shape());
+    for (std::size_t k = i; k < grads.size(); ++k)
+      if (node.inputs[k].tensor.is_same(in) && !grads[k].empty()) added += grads[k].to_dense(in.shape());
+    os << (in.is_leaf() ? " (leaf)" : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
        << " += " << values_str(added) << '\n';
   }
 }
@@ -203,7 +211,8 @@ std::string to_dot(const Tensor& root) {
           << "\", shape=" << (t.is_leaf() ? "ellipse" : "box")
           << (t.is_leaf() && t.requires_grad() ? ", style=filled, fillcolor=\"#dde8ff\"" : "") << "];\n";
     if (!t.creator()) continue;
-    for (const Tensor& in : t.creator()->inputs) {
+    for (const Node::Input& input : t.creator()->inputs) {
+      const Tensor& in = input.tensor;
       auto [it, fresh] = ids.emplace(in.impl().get(), static_cast<int>(ids.size()));
       if (fresh) todo.push_back(in);
       edges << "  t" << it->second << " -> t" << id << ";\n";

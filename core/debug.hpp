@@ -19,6 +19,26 @@
 
 namespace tg {
 
+// The tape as a list: this thread's recorded ops, in recording order. backward()
+// does not need it (it follows a graph from its root); it is there to look at.
+class Tape {
+ public:
+  static Tape& current();  // this thread's tape
+
+  // This thread's entries that are still recorded: alive and not yet released
+  // by backward(), in recording order.
+  std::vector<std::shared_ptr<Node>> live_entries();
+  std::size_t live_count() { return live_entries().size(); }
+  std::size_t slots() const { return slots_.size(); }  // for the leak tests
+  static std::size_t next_index() { return next_node_index(); }
+  void append(const std::shared_ptr<Node>& node);  // record() calls it
+
+ private:
+  void prune();  // forgets expired and released entries
+  std::vector<std::weak_ptr<Node>> slots_;
+  std::size_t prune_at_ = 64;
+};
+
 // One line per live tape entry: index, op, input shapes (an input that
 // requires grad is marked '*', a named one shows its name), output shape.
 void print_tape(std::ostream& os);
@@ -84,13 +104,11 @@ class DetectAnomalyGuard {
 
 // Hooks used by the tape (core/tape.cpp); not needed by users.
 namespace debug {
-std::ostream* trace_stream();  // null unless tracing
 bool anomaly_enabled();
 bool retain_all_grads();
 void check_forward(const std::string& op, const Array& value, std::size_t index, bool recorded);
-struct StepTrace;  // what the inputs' gradients held before one backward step
-std::shared_ptr<StepTrace> before_step(const Node& node);
-void after_step(const Node& node, const Array& grad_output, const std::shared_ptr<StepTrace>& before);
+// After each backward step: traces it, and checks its gradients in anomaly mode.
+void on_step(const Node& node, const Array& grad_output, const Grads& grads);
 }  // namespace debug
 
 }  // namespace tg

@@ -8,59 +8,37 @@
 //   sparse + sparse -> sparse, merged and still coalesced (sorted unique rows)
 #pragma once
 
-#include <cstdint>
-#include <string>
+#include <span>
 #include <variant>
-#include <vector>
 
-#include <xtensor/xarray.hpp>
-#include <xtensor/xtensor.hpp>
+#include "sparse_rows.hpp"
 
 namespace tg {
 
-using Array = xt::xarray<float>;
-using Shape = std::vector<std::size_t>;
-
-std::string shape_str(const Shape& shape);
-
-// A row-sparse gradient of a [num_rows, cols] matrix: only the listed rows are
-// non-zero. `rows` is sorted and unique ("coalesced"); values[i] belongs to rows[i].
-// Memory is rows.size() x cols floats, whatever num_rows is.
-struct SparseRows {
-  std::vector<int64_t> rows;
-  xt::xtensor<float, 2> values;  // [rows.size(), cols]
-  std::size_t num_rows = 0;
-
-  std::size_t cols() const { return values.shape()[1]; }
-  std::size_t nnz_rows() const { return rows.size(); }
-  std::size_t nbytes() const;  // bytes held by rows + values
-  Array to_dense() const;      // [num_rows, cols]; for tests and comparisons
-
-  // Builds a coalesced SparseRows from unsorted, possibly repeated rows:
-  // equal rows are summed. values is [row_ids.size(), cols].
-  static SparseRows coalesce(const std::vector<int64_t>& row_ids, const xt::xtensor<float, 2>& values,
-                             std::size_t num_rows);
-  // Throws std::invalid_argument unless rows are sorted, unique and in range and
-  // values has rows.size() rows.
-  void check(const char* where) const;
-};
-
 class Grad {
  public:
+  Grad() = default;
+  Grad(Array g) : slot_(std::move(g)) {}  // NOLINT: a dense gradient is a Grad
+  // Checks the SparseRows invariant (core/sparse_rows.hpp), once: nothing that
+  // reads a Grad checks it again.
+  Grad(SparseRows g);  // NOLINT
+  template <class E>   // an xtensor expression, evaluated: `d[0] = g * y;`
+  Grad(const xt::xexpression<E>& e) : slot_(Array(e)) {}
+
   bool empty() const { return std::holds_alternative<std::monostate>(slot_); }
   bool is_dense() const { return std::holds_alternative<Array>(slot_); }
   bool is_sparse() const { return std::holds_alternative<SparseRows>(slot_); }
-
   const Array& dense() const;        // throws unless is_dense()
   const SparseRows& sparse() const;  // throws unless is_sparse()
-  Array& dense_mut();                // for optimizers (e.g. clip_grad_norm scaling)
-  SparseRows& sparse_mut();
+  // The values it holds (all of a dense array, the listed rows of SparseRows),
+  // to scale in place (clip_grad_norm_). Neither the shape nor the rows change.
+  std::span<float> values_mut();
+  Shape shape() const;  // of the tensor it belongs to; [] when empty
+  bool has_shape(std::span<const std::size_t> shape) const;
 
-  // `shape` is the shape of the tensor this gradient belongs to; every add checks it.
-  // Arguments are taken by value: pass std::move(g) to hand over the buffer.
-  void add(Array g, const Shape& shape);
-  void add(SparseRows g, const Shape& shape);
-  void add(const Grad& g, const Shape& shape);
+  // Adds g. `shape` is the shape of the tensor this gradient belongs to: g and
+  // what is held must both have it (std::invalid_argument). Hands over g's buffer.
+  void add(Grad&& g, std::span<const std::size_t> shape);
 
   Array to_dense(const Shape& shape) const;  // zeros when empty
   std::size_t nbytes() const;

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor.hpp"
+#include "factories.hpp"
 
 namespace tg {
 

@@ -16,6 +16,7 @@
 #include <xtensor/xsort.hpp>
 
 #include "table_memory.hpp"
+#include "factories.hpp"
 #include "tape.hpp"
 
 namespace tg {
@@ -137,68 +138,57 @@ static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
 
 Tensor add(const Tensor& a, const Tensor& b) {
   broadcast_shapes("add", a.shape(), b.shape());
-  return record("add", a.value() + b.value(), {a, b}, Reads::nothing(),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  for (Tensor& t : in)
-                    if (t.requires_grad()) t.accumulate_grad(sum_to_shape(g, t.shape()));
+  return record("add", a.value() + b.value(), {a, b}, [](const Array& g, const Node&, Grads& d) {
+                  d[0] = g;  // of a's shape, once the engine sums over the dims a was broadcast along
+                  d[1] = g;
                 });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   broadcast_shapes("sub", a.shape(), b.shape());
-  return record("sub", a.value() - b.value(), {a, b}, Reads::nothing(),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  if (in[0].requires_grad()) in[0].accumulate_grad(sum_to_shape(g, in[0].shape()));
-                  if (in[1].requires_grad()) in[1].accumulate_grad(sum_to_shape(-g, in[1].shape()));
+  return record("sub", a.value() - b.value(), {a, b}, [](const Array& g, const Node&, Grads& d) {
+                  d[0] = g;
+                  d[1] = -g;
                 });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   broadcast_shapes("mul", a.shape(), b.shape());
-  return record("mul", a.value() * b.value(), {a, b}, Reads::inputs({0, 1}),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  const Array &x = in[0].value(), &y = in[1].value();
-                  if (in[0].requires_grad()) in[0].accumulate_grad(sum_to_shape(g * y, in[0].shape()));
-                  if (in[1].requires_grad()) in[1].accumulate_grad(sum_to_shape(g * x, in[1].shape()));
+  return record("mul", a.value() * b.value(), {a, b}, [](const Array& g, const Node& n, Grads& d) {
+                  if (n.needs_grad(0)) d[0] = g * n.input(1);
+                  if (n.needs_grad(1)) d[1] = g * n.input(0);
                 });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   broadcast_shapes("div", a.shape(), b.shape());
-  return record("div", a.value() / b.value(), {a, b}, Reads::inputs({0, 1}),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  const Array &x = in[0].value(), &y = in[1].value();
-                  if (in[0].requires_grad()) in[0].accumulate_grad(sum_to_shape(g / y, in[0].shape()));
-                  // d(x/y)/dy = -x / y^2
-                  if (in[1].requires_grad())
-                    in[1].accumulate_grad(sum_to_shape(-g * x / (y * y), in[1].shape()));
+  return record("div", a.value() / b.value(), {a, b}, [](const Array& g, const Node& n, Grads& d) {
+                  const Array& y = n.input(1);
+                  if (n.needs_grad(0)) d[0] = g / y;
+                  if (n.needs_grad(1)) d[1] = -g * n.input(0) / (y * y);  // d(x/y)/dy = -x / y^2
                 });
 }
 
 Tensor neg(const Tensor& a) {
   return record(
-      "neg", -a.value(), {a}, Reads::nothing(),
-      [](const Array& g, const Array&, std::vector<Tensor>& in) { in[0].accumulate_grad(Array(-g)); });
+      "neg", -a.value(), {a}, [](const Array& g, const Node&, Grads& d) { d[0] = -g; });
 }
 
 Tensor add(const Tensor& a, float s) {
-  return record("add_scalar", a.value() + s, {a}, Reads::nothing(),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) { in[0].accumulate_grad(g); });
+  return record("add_scalar", a.value() + s, {a}, [](const Array& g, const Node&, Grads& d) { d[0] = g; });
 }
 
 Tensor mul(const Tensor& a, float s) {
   return record(
-      "mul_scalar", a.value() * s, {a}, Reads::nothing(),
-      [s](const Array& g, const Array&, std::vector<Tensor>& in) { in[0].accumulate_grad(Array(g * s)); });
+      "mul_scalar", a.value() * s, {a}, [s](const Array& g, const Node&, Grads& d) { d[0] = g * s; });
 }
 
 Tensor pow(const Tensor& a, float p) {
-  return record("pow", xt::pow(a.value(), p), {a}, Reads::inputs({0}),
-                [p](const Array& g, const Array&, std::vector<Tensor>& in) {
+  return record("pow", xt::pow(a.value(), p), {a}, [p](const Array& g, const Node& n, Grads& d) {
                   if (p == 0.0f)  // x^0 is constant: 0 also at x = 0, where p x^(p-1) is 0 * inf (as PyTorch)
-                    in[0].accumulate_grad(Array(xt::zeros<float>(in[0].shape())));
+                    d[0] = xt::zeros<float>(n.input_shape(0));
                   else
-                    in[0].accumulate_grad(Array(g * p * xt::pow(in[0].value(), p - 1.0f)));
+                    d[0] = g * p * xt::pow(n.input(0), p - 1.0f);
                 });
 }
 
@@ -245,51 +235,46 @@ Tensor operator/(float s, const Tensor& a) {
 // ------------------------------------------------------ elementwise unary
 
 Tensor exp(const Tensor& a) {
-  return record("exp", xt::exp(a.value()), {a}, Reads::output(),
-                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * y));  // d exp(x) = exp(x)
+  return record("exp", xt::exp(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  d[0] = g * n.output_value();  // d exp(x) = exp(x)
                 });
 }
 
 Tensor log(const Tensor& a) {
-  return record("log", xt::log(a.value()), {a}, Reads::inputs({0}),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g / in[0].value()));
+  return record("log", xt::log(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  d[0] = g / n.input(0);
                 });
 }
 
 Tensor tanh(const Tensor& a) {
-  return record("tanh", xt::tanh(a.value()), {a}, Reads::output(),
-                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * (1.0f - y * y)));
+  return record("tanh", xt::tanh(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  const Array& y = n.output_value();
+                  d[0] = g * (1.0f - y * y);
                 });
 }
 
 Tensor sigmoid(const Tensor& a) {
-  return record("sigmoid", 1.0f / (1.0f + xt::exp(-a.value())), {a}, Reads::output(),
-                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * y * (1.0f - y)));
+  return record("sigmoid", 1.0f / (1.0f + xt::exp(-a.value())), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  const Array& y = n.output_value();
+                  d[0] = g * y * (1.0f - y);
                 });
 }
 
 Tensor relu(const Tensor& a) {
-  return record("relu", xt::maximum(a.value(), 0.0f), {a}, Reads::inputs({0}),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(xt::where(in[0].value() > 0.0f, g, 0.0f)));
+  return record("relu", xt::maximum(a.value(), 0.0f), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  d[0] = xt::where(n.input(0) > 0.0f, g, 0.0f);
                 });
 }
 
 Tensor abs(const Tensor& a) {
-  return record("abs", xt::abs(a.value()), {a}, Reads::inputs({0}),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * xt::sign(in[0].value())));  // sign(0) = 0
+  return record("abs", xt::abs(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  d[0] = g * xt::sign(n.input(0));  // sign(0) = 0
                 });
 }
 
 Tensor sqrt(const Tensor& a) {
-  return record("sqrt", xt::sqrt(a.value()), {a}, Reads::output(),
-                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g / (2.0f * y)));
+  return record("sqrt", xt::sqrt(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  d[0] = g / (2.0f * n.output_value());
                 });
 }
 
@@ -302,10 +287,9 @@ Tensor clamp(const Tensor& a, std::optional<float> min, std::optional<float> max
     if (v < lo) v = lo;
   for (float& v : out)
     if (v > hi) v = hi;  // after lo: with lo > hi everything becomes hi, as PyTorch
-  return record("clamp", std::move(out), {a}, Reads::inputs({0}),
-                [lo, hi](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  const Array& x = in[0].value();
-                  in[0].accumulate_grad(Array(xt::where(x >= lo && x <= hi, g, 0.0f)));
+  return record("clamp", std::move(out), {a}, [lo, hi](const Array& g, const Node& n, Grads& d) {
+                  const Array& x = n.input(0);
+                  d[0] = xt::where(x >= lo && x <= hi, g, 0.0f);
                 });
 }
 
@@ -317,18 +301,12 @@ static Tensor pick_elementwise(const char* op, const Tensor& a, const Tensor& b,
   broadcast_shapes(op, a.shape(), b.shape());
   const Array &x = a.value(), &y = b.value();
   Array out = xt::where(xt::isnan(x) || wins(x, y), x, y);
-  return record(op, std::move(out), {a, b}, Reads::inputs({0, 1}),
-                [wins](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  const Array &x = in[0].value(), &y = in[1].value();
+  return record(op, std::move(out), {a, b}, [wins](const Array& g, const Node& n, Grads& d) {
+                  const Array &x = n.input(0), &y = n.input(1);
                   const Array half = g * 0.5f;
-                  if (in[0].requires_grad()) {  // a loses where b wins
-                    Array ga = xt::where(xt::equal(x, y), half, xt::where(wins(y, x), 0.0f, g));
-                    in[0].accumulate_grad(sum_to_shape(ga, in[0].shape()));
-                  }
-                  if (in[1].requires_grad()) {
-                    Array gb = xt::where(xt::equal(x, y), half, xt::where(wins(x, y), 0.0f, g));
-                    in[1].accumulate_grad(sum_to_shape(gb, in[1].shape()));
-                  }
+                  // a loses where b wins
+                  if (n.needs_grad(0)) d[0] = xt::where(xt::equal(x, y), half, xt::where(wins(y, x), 0.0f, g));
+                  if (n.needs_grad(1)) d[1] = xt::where(xt::equal(x, y), half, xt::where(wins(x, y), 0.0f, g));
                 });
 }
 
@@ -387,13 +365,10 @@ Tensor ne(const Tensor& a, float b) {
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   broadcast_shapes("where", broadcast_shapes("where", condition.shape(), a.shape()), b.shape());
   Array out = xt::where(xt::not_equal(condition.value(), 0.0f), a.value(), b.value());
-  return record("where", std::move(out), {condition, a, b}, Reads::inputs({0}),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  const auto holds = xt::not_equal(in[0].value(), 0.0f);
-                  if (in[1].requires_grad())
-                    in[1].accumulate_grad(sum_to_shape(Array(xt::where(holds, g, 0.0f)), in[1].shape()));
-                  if (in[2].requires_grad())
-                    in[2].accumulate_grad(sum_to_shape(Array(xt::where(holds, 0.0f, g)), in[2].shape()));
+  return record("where", std::move(out), {condition, a, b}, [](const Array& g, const Node& n, Grads& d) {
+                  const auto holds = xt::not_equal(n.input(0), 0.0f);
+                  d[1] = xt::where(holds, g, 0.0f);
+                  d[2] = xt::where(holds, 0.0f, g);
                 });
 }
 
@@ -408,9 +383,8 @@ Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
   Array mask = xt::empty<float>(a.shape());
   for (float& m : mask) m = static_cast<float>(gen() >> 8) * 0x1p-24f >= p ? scale : 0.0f;
   Array out = a.value() * mask;
-  return record("dropout", std::move(out), {a}, Reads::nothing(),
-                [mask = std::move(mask)](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(g * mask));
+  return record("dropout", std::move(out), {a}, [mask = std::move(mask)](const Array& g, const Node&, Grads& d) {
+                  d[0] = g * mask;
                 });
 }
 
@@ -432,18 +406,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Array out = xt::empty<float>(out_shape);
   gemm(false, false, rows, m, k, a.value().data(), b.value().data(), out.data());  // [rows, m]
 
-  return record("matmul", std::move(out), {a, b}, Reads::inputs({0, 1}),
-                [rows, k, m](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  if (in[0].requires_grad()) {  // dA = g B^T: [rows, m] x [m, k]
-                    Array ga = xt::empty<float>(in[0].shape());
-                    gemm(false, true, rows, k, m, g.data(), in[1].value().data(), ga.data());
-                    in[0].accumulate_grad(std::move(ga));
+  return record("matmul", std::move(out), {a, b}, [rows, k, m](const Array& g, const Node& n, Grads& d) {
+                  if (n.needs_grad(0)) {  // dA = g B^T: [rows, m] x [m, k]
+                    Array ga = xt::empty<float>(n.input_shape(0));
+                    gemm(false, true, rows, k, m, g.data(), n.input(1).data(), ga.data());
+                    d[0] = std::move(ga);
                   }
-                  if (in[1].requires_grad()) {  // dB = A^T g: [k, rows] x [rows, m]
+                  if (n.needs_grad(1)) {  // dB = A^T g: [k, rows] x [rows, m]
                     // Shape{..}: from a braced list xt::empty makes an xtensor, which Array would copy.
                     Array gb = xt::empty<float>(Shape{k, m});
-                    gemm(true, false, k, m, rows, in[0].value().data(), g.data(), gb.data());
-                    in[1].accumulate_grad(std::move(gb));
+                    gemm(true, false, k, m, rows, n.input(0).data(), g.data(), gb.data());
+                    d[1] = std::move(gb);
                   }
                 });
 }
@@ -469,29 +442,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
-  return record("linear", std::move(y), std::move(inputs), Reads::inputs({0, 1}),
-                [rows, in, out_f](const Array& g, const Array&, std::vector<Tensor>& in_t) {
-                  if (in_t[0].requires_grad()) {  // dx = g W: [rows, out] x [out, in]
-                    Array gx = xt::empty<float>(in_t[0].shape());
-                    gemm(false, false, rows, in, out_f, g.data(), in_t[1].value().data(), gx.data());
-                    in_t[0].accumulate_grad(std::move(gx));
+  return record("linear", std::move(y), std::move(inputs), [rows, in, out_f](const Array& g, const Node& n, Grads& d) {
+                  if (n.needs_grad(0)) {  // dx = g W: [rows, out] x [out, in]
+                    Array gx = xt::empty<float>(n.input_shape(0));
+                    gemm(false, false, rows, in, out_f, g.data(), n.input(1).data(), gx.data());
+                    d[0] = std::move(gx);
                   }
-                  if (in_t[1].requires_grad()) {  // dW = g^T x: [out, rows] x [rows, in]
+                  if (n.needs_grad(1)) {  // dW = g^T x: [out, rows] x [rows, in]
                     // Shape{..}: from a braced list xt::empty makes an xtensor, which Array would copy.
                     Array gw = xt::empty<float>(Shape{out_f, in});
                     // A weight's gradient is a fresh buffer every step (zero_grad empties the slot); a
                     // large one comes straight from the kernel, which faults it in page by page on the
                     // first write. 2 MB pages fault 512 times less often.
                     advise_huge_pages(gw.data(), gw.size());
-                    gemm(true, false, out_f, in, rows, g.data(), in_t[0].value().data(), gw.data());
-                    in_t[1].accumulate_grad(std::move(gw));
+                    gemm(true, false, out_f, in, rows, g.data(), n.input(0).data(), gw.data());
+                    d[1] = std::move(gw);
                   }
-                  if (in_t.size() == 3 && in_t[2].requires_grad()) {  // db = column sums of g
-                    Array gb = xt::zeros<float>({out_f});
-                    for (std::size_t r = 0; r < rows; ++r)
-                      for (std::size_t o = 0; o < out_f; ++o) gb.data()[o] += g.data()[r * out_f + o];
-                    in_t[2].accumulate_grad(std::move(gb));
-                  }
+                  if (d.size() == 3) d[2] = g;  // db: g summed over the rows, by the engine
                 });
 }
 
@@ -499,9 +466,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 
 Tensor sum(const Tensor& a) {
   Array out = sum_over(a.value(), all_axes(a.dim()), false);
-  return record("sum", std::move(out), {a}, Reads::nothing(),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(xt::broadcast(g, in[0].shape())));
+  return record("sum", std::move(out), {a}, [](const Array& g, const Node& n, Grads& d) {
+                  d[0] = xt::broadcast(g, n.input_shape(0));
                 });
 }
 
@@ -512,18 +478,17 @@ Tensor mean(const Tensor& a) {
 }
 
 // Spreads a reduced gradient back over the reduced axis: shape keep -> full.
-static Array expand_reduced(const Array& g, const Shape& full, std::size_t ax) {
+static Array expand_reduced(const Array& g, const Array::shape_type& full, std::size_t ax) {
   Array gk = g;
-  gk.reshape(reduced_shape(full, ax, true));
+  gk.reshape(reduced_shape(Shape(full.begin(), full.end()), ax, true));
   return xt::broadcast(gk, full);
 }
 
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim) {
   const std::size_t ax = normalize_dim("sum", dim, a.dim());
   Array out = sum_over(a.value(), {ax}, keepdim);
-  return record("sum", std::move(out), {a}, Reads::nothing(),
-                [ax](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(expand_reduced(g, in[0].shape(), ax));
+  return record("sum", std::move(out), {a}, [ax](const Array& g, const Node& n, Grads& d) {
+                  d[0] = expand_reduced(g, n.input_shape(0), ax);
                 });
 }
 
@@ -568,14 +533,13 @@ MaxResult max(const Tensor& a, int64_t dim, bool keepdim) {
       values.data()[k] = a.value().data()[o * s.n * s.inner + arg[k] * s.inner + i];
       indices.data()[k] = static_cast<int64_t>(arg[k]);
     }
-  Tensor out = record("max", std::move(values), {a}, Reads::nothing(),
-                      [s, arg](const Array& g, const Array&, std::vector<Tensor>& in) {
-                        Array gi = xt::zeros<float>(in[0].shape());  // only the arg-max gets g
+  Tensor out = record("max", std::move(values), {a}, [s, arg](const Array& g, const Node& n, Grads& d) {
+                        Array gi = xt::zeros<float>(n.input_shape(0));  // only the arg-max gets g
                         for (std::size_t o = 0; o < s.outer; ++o)
                           for (std::size_t i = 0; i < s.inner; ++i)
                             gi.data()[o * s.n * s.inner + arg[o * s.inner + i] * s.inner + i] +=
                                 g.data()[o * s.inner + i];
-                        in[0].accumulate_grad(std::move(gi));
+                        d[0] = std::move(gi);
                       });
   return {out, indices};
 }
@@ -586,17 +550,16 @@ Tensor max(const Tensor& a) {
   float m = x[0];
   for (std::size_t i = 1; i < a.numel() && !std::isnan(m); ++i)
     if (x[i] > m || std::isnan(x[i])) m = x[i];
-  return record("max", Array(m), {a}, Reads{{0}, true},
-                [](const Array& g, const Array& y, std::vector<Tensor>& in) {
+  return record("max", Array(m), {a}, [](const Array& g, const Node& n, Grads& d) {
                   // Every element equal to the max (every NaN, when it is NaN) gets an equal share.
-                  const Array& x = in[0].value();
-                  auto is_max = [m = y()](float v) { return std::isnan(m) ? std::isnan(v) : v == m; };
+                  const Array& x = n.input(0);
+                  auto is_max = [m = n.output_value()()](float v) { return std::isnan(m) ? std::isnan(v) : v == m; };
                   std::size_t count = 0;
                   for (float v : x) count += is_max(v);
-                  Array gi = xt::zeros<float>(in[0].shape());
+                  Array gi = xt::zeros<float>(n.input_shape(0));
                   for (std::size_t i = 0; i < x.size(); ++i)
                     if (is_max(x.data()[i])) gi.data()[i] = g() / static_cast<float>(count);
-                  in[0].accumulate_grad(std::move(gi));
+                  d[0] = std::move(gi);
                 });
 }
 
@@ -629,21 +592,20 @@ static Array log_softmax_values(const Array& x, std::size_t ax) {
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
   const std::size_t ax = normalize_dim("log_softmax", dim, a.dim());
-  return record("log_softmax", log_softmax_values(a.value(), ax), {a}, Reads::output(),
-                [ax](const Array& g, const Array& y, std::vector<Tensor>& in) {
+  return record("log_softmax", log_softmax_values(a.value(), ax), {a}, [ax](const Array& g, const Node& n, Grads& d) {
                   // dx = g - softmax * sum(g), with softmax = exp(y)
                   Array gs = sum_over(g, {ax}, true);
-                  in[0].accumulate_grad(Array(g - xt::exp(y) * gs));
+                  d[0] = g - xt::exp(n.output_value()) * gs;
                 });
 }
 
 Tensor softmax(const Tensor& a, int64_t dim) {
   const std::size_t ax = normalize_dim("softmax", dim, a.dim());
-  return record("softmax", xt::exp(log_softmax_values(a.value(), ax)), {a}, Reads::output(),
-                [ax](const Array& g, const Array& y, std::vector<Tensor>& in) {
+  return record("softmax", xt::exp(log_softmax_values(a.value(), ax)), {a}, [ax](const Array& g, const Node& n, Grads& d) {
                   // dx = y * (g - sum(g * y))
+                  const Array& y = n.output_value();
                   Array gy = sum_over(g * y, {ax}, true);
-                  in[0].accumulate_grad(Array(y * (g - gy)));
+                  d[0] = y * (g - gy);
                 });
 }
 
@@ -676,11 +638,10 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
                                 std::to_string(a.numel()) + " elements of " + shape_str(a.shape()));
   Array out = a.value();
   out.reshape(out_shape);
-  return record("reshape", std::move(out), {a}, Reads::nothing(),
-                [](const Array& g, const Array&, std::vector<Tensor>& in) {
+  return record("reshape", std::move(out), {a}, [](const Array& g, const Node& n, Grads& d) {
                   Array gi = g;
-                  gi.reshape(in[0].shape());
-                  in[0].accumulate_grad(std::move(gi));
+                  gi.reshape(n.input_shape(0));
+                  d[0] = std::move(gi);
                 });
 }
 
@@ -690,9 +651,8 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
   std::vector<std::size_t> perm(a.dim());
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[d0], perm[d1]);  // swapping two axes is its own inverse
-  return record("transpose", xt::transpose(a.value(), perm), {a}, Reads::nothing(),
-                [perm](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  in[0].accumulate_grad(Array(xt::transpose(g, perm)));
+  return record("transpose", xt::transpose(a.value(), perm), {a}, [perm](const Array& g, const Node& n, Grads& d) {
+                  d[0] = xt::transpose(g, perm);
                 });
 }
 
@@ -740,15 +700,14 @@ static Tensor join(const char* op, const std::vector<Tensor>& tensors, const Sha
       std::copy_n(tensors[t].value().data() + o * block[t], block[t], dst);
       dst += block[t];
     }
-  return record(op, std::move(out), tensors, Reads::nothing(),
-                [block, row, outer = out_split.outer](const Array& g, const Array&, std::vector<Tensor>& in) {
+  return record(op, std::move(out), tensors, [block, row, outer = out_split.outer](const Array& g, const Node& n, Grads& d) {
                   std::size_t start = 0;  // where tensor t's block begins within an output row
-                  for (std::size_t t = 0; t < in.size(); ++t) {
-                    if (in[t].requires_grad()) {
-                      Array gi = xt::empty<float>(in[t].shape());
+                  for (std::size_t t = 0; t < d.size(); ++t) {
+                    if (n.needs_grad(t)) {
+                      Array gi = xt::empty<float>(n.input_shape(t));
                       for (std::size_t o = 0; o < outer; ++o)
                         std::copy_n(g.data() + o * row + start, block[t], gi.data() + o * block[t]);
-                      in[t].accumulate_grad(std::move(gi));
+                      d[t] = std::move(gi);
                     }
                     start += block[t];
                   }
@@ -820,13 +779,12 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
   out_shape[ax] = static_cast<std::size_t>(length);
   Array out = xt::empty<float>(out_shape);
   copy_narrow(a.value().data(), out.data(), s, begin, out_shape[ax]);
-  return record("narrow", std::move(out), {a}, Reads::nothing(),
-                [s, begin, len = out_shape[ax]](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  Array gi = xt::zeros<float>(in[0].shape());  // zero outside the slice
+  return record("narrow", std::move(out), {a}, [s, begin, len = out_shape[ax]](const Array& g, const Node& n, Grads& d) {
+                  Array gi = xt::zeros<float>(n.input_shape(0));  // zero outside the slice
                   for (std::size_t o = 0; o < s.outer; ++o)
                     std::copy_n(g.data() + o * len * s.inner, len * s.inner,
                                 gi.data() + (o * s.n + begin) * s.inner);
-                  in[0].accumulate_grad(std::move(gi));
+                  d[0] = std::move(gi);
                 });
 }
 
@@ -840,7 +798,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
         std::to_string(dim) + " of " + shape_str(a.shape()));
   if (index.dimension() != 1)
     throw std::invalid_argument("index_select: index must be 1-d; got shape " +
-                                shape_str(Shape(index.shape().begin(), index.shape().end())));
+                                shape_str(index.shape()));
   const Shape in_shape = a.shape();
   check_indices("index_select", index, in_shape[0]);
   const std::size_t row = a.numel() / std::max<std::size_t>(in_shape[0], 1);
@@ -849,13 +807,12 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
   Array out = xt::empty<float>(out_shape);
   for (std::size_t i = 0; i < index.size(); ++i)
     std::copy_n(a.value().data() + index(i) * row, row, out.data() + i * row);
-  return record("index_select", std::move(out), {a}, Reads::nothing(),
-                [index, row](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  Array gi = xt::zeros<float>(in[0].shape());
+  return record("index_select", std::move(out), {a}, [index, row](const Array& g, const Node& n, Grads& d) {
+                  Array gi = xt::zeros<float>(n.input_shape(0));
                   for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
                     for (std::size_t c = 0; c < row; ++c)
                       gi.data()[index(i) * row + c] += g.data()[i * row + c];
-                  in[0].accumulate_grad(std::move(gi));
+                  d[0] = std::move(gi);
                 });
 }
 
@@ -888,11 +845,10 @@ Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
   }
   Array out = xt::empty<float>(index_shape);
   for (std::size_t k = 0; k < source.size(); ++k) out.data()[k] = a.value().data()[source[k]];
-  return record("gather", std::move(out), {a}, Reads::nothing(),
-                [source = std::move(source)](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  Array gi = xt::zeros<float>(in[0].shape());
+  return record("gather", std::move(out), {a}, [source = std::move(source)](const Array& g, const Node& n, Grads& d) {
+                  Array gi = xt::zeros<float>(n.input_shape(0));
                   for (std::size_t k = 0; k < source.size(); ++k) gi.data()[source[k]] += g.data()[k];
-                  in[0].accumulate_grad(std::move(gi));
+                  d[0] = std::move(gi);
                 });
 }
 
@@ -903,7 +859,7 @@ Indices index_select(const Indices& a, int64_t dim, const Indices& index) {
                                 std::to_string(dim) + " of " + shape_str(in_shape));
   if (index.dimension() != 1)
     throw std::invalid_argument("index_select: index must be 1-d; got shape " +
-                                shape_str(Shape(index.shape().begin(), index.shape().end())));
+                                shape_str(index.shape()));
   check_indices("index_select", index, in_shape[0]);
   const std::size_t row = a.size() / std::max<std::size_t>(in_shape[0], 1);
   Shape out_shape = in_shape;
@@ -982,46 +938,35 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   if (weight) inputs.push_back(*weight);
   if (bias) inputs.push_back(*bias);
   const bool has_w = weight.has_value(), has_b = bias.has_value();
-  return record(
-      "layer_norm", std::move(y), std::move(inputs), has_w ? Reads::inputs({0, 1}) : Reads::inputs({0}),
-      [n, rows, has_w, has_b, mean = std::move(mean), rstd = std::move(rstd)](
-          const Array& g, const Array&, std::vector<Tensor>& in) {
-        // With xhat = (x - mean) * rstd and dxhat = g * weight:
-        //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-        //   dweight = sum over rows of g * xhat,  dbias = sum over rows of g
-        const float* w = has_w ? in[1].value().data() : nullptr;
-        Array gx = xt::empty<float>(in[0].shape());
-        Array gw = xt::zeros<float>(Shape{n}), gb = xt::zeros<float>(Shape{n});
-        std::vector<float> xhat(n), dxhat(n);
-        for (std::size_t r = 0; r < rows; ++r) {
-          const float* xr = in[0].value().data() + r * n;
-          const float* gr = g.data() + r * n;
-          double mean_d = 0, mean_dx = 0;
-          for (std::size_t i = 0; i < n; ++i) {
-            xhat[i] = (xr[i] - mean[r]) * rstd[r];
-            dxhat[i] = w ? gr[i] * w[i] : gr[i];
-            mean_d += dxhat[i];
-            mean_dx += dxhat[i] * xhat[i];
-            gw.data()[i] += gr[i] * xhat[i];
-            gb.data()[i] += gr[i];
-          }
-          mean_d /= static_cast<double>(n);
-          mean_dx /= static_cast<double>(n);
-          for (std::size_t i = 0; i < n; ++i)
-            gx.data()[r * n + i] =
-                rstd[r] * static_cast<float>(dxhat[i] - mean_d - xhat[i] * mean_dx);
-        }
-        in[0].accumulate_grad(std::move(gx));
-        if (has_w) {
-          gw.reshape(in[1].shape());
-          in[1].accumulate_grad(std::move(gw));
-        }
-        if (has_b) {
-          Tensor& b = in[has_w ? 2 : 1];
-          gb.reshape(b.shape());
-          b.accumulate_grad(std::move(gb));
-        }
-      });
+  return record("layer_norm", std::move(y), std::move(inputs),
+                [n, rows, has_w, has_b, mean = std::move(mean), rstd = std::move(rstd)](
+                    const Array& g, const Node& node, Grads& d) {
+                  // With xhat = (x - mean) * rstd and dxhat = g * weight:
+                  //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+                  //   dweight = g * xhat and dbias = g, summed over the rows by the engine
+                  const float* x = node.input(0).data();
+                  const float* w = has_w ? node.input(1).data() : nullptr;
+                  Array xhat = xt::empty<float>(node.input_shape(0)), gx = xt::empty<float>(node.input_shape(0));
+                  std::vector<float> dxhat(n);
+                  for (std::size_t r = 0; r < rows; ++r) {
+                    float* xh = xhat.data() + r * n;
+                    const float* gr = g.data() + r * n;
+                    double mean_d = 0, mean_dx = 0;
+                    for (std::size_t i = 0; i < n; ++i) {
+                      xh[i] = (x[r * n + i] - mean[r]) * rstd[r];
+                      dxhat[i] = w ? gr[i] * w[i] : gr[i];
+                      mean_d += dxhat[i];
+                      mean_dx += dxhat[i] * xh[i];
+                    }
+                    mean_d /= static_cast<double>(n);
+                    mean_dx /= static_cast<double>(n);
+                    for (std::size_t i = 0; i < n; ++i)
+                      gx.data()[r * n + i] = rstd[r] * static_cast<float>(dxhat[i] - mean_d - xh[i] * mean_dx);
+                  }
+                  d[0] = std::move(gx);
+                  if (has_w) d[1] = g * xhat;
+                  if (has_b) d[has_w ? 2 : 1] = g;
+                });
 }
 
 // ----------------------------------------------------------------- sampling
@@ -1103,7 +1048,7 @@ static void check_class_targets(const char* op, const Shape& input, const Indice
   if (target.dimension() != 1 || target.size() != input[0])
     throw std::invalid_argument(std::string(op) + ": target must be [N] = [" + std::to_string(input[0]) +
                                 "] class ids; got shape " +
-                                shape_str(Shape(target.shape().begin(), target.shape().end())));
+                                shape_str(target.shape()));
   check_indices(op, target, input[1]);
 }
 
@@ -1115,15 +1060,14 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
   Array out = picked;
   if (r == Reduction::sum) out = sum_over(picked, {0}, false);
   if (r == Reduction::mean) out = sum_over(picked, {0}, false) / static_cast<float>(n);
-  return record("nll_loss", std::move(out), {log_probs}, Reads::nothing(),
-                [target, r, n, c](const Array& g, const Array&, std::vector<Tensor>& in) {
+  return record("nll_loss", std::move(out), {log_probs}, [target, r, n, c](const Array& g, const Node&, Grads& d) {
                   Array gi = xt::zeros<float>({n, c});
                   for (std::size_t i = 0; i < n; ++i) {
                     float gi_val = r == Reduction::none ? g(i) : g();
                     if (r == Reduction::mean) gi_val /= static_cast<float>(n);
                     gi.data()[i * c + target(i)] = -gi_val;
                   }
-                  in[0].accumulate_grad(std::move(gi));
+                  d[0] = std::move(gi);
                 });
 }
 

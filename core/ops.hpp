@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "tensor.hpp"
+#include "factories.hpp"
 
 namespace tg {
 

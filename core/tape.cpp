@@ -1,82 +1,84 @@
 #include "tape.hpp"
 
-#include "debug.hpp"
-
 #include <algorithm>
-#include <mutex>
-#include <queue>
 #include <stdexcept>
+#include <unordered_map>
+
+#include "debug.hpp"
+#include "ops.hpp"
 
 namespace tg {
 
 // One counter for every thread: an op that uses a tensor made on another thread
 // gets a higher index than the op that made it, so the order stays topological.
-static std::atomic<std::size_t> next_node_index = 0;
+static std::atomic<std::size_t> node_counter = 0;
 
-std::size_t Tape::next_index() {
-  return next_node_index.load();
+std::size_t next_node_index() {
+  return node_counter.load();
 }
 
-Tape& Tape::current() {
-  static thread_local Tape tape;
-  return tape;
-}
-
-void Tape::append(const std::shared_ptr<Node>& node) {
-  node->index = next_node_index++;
-  slots_.push_back(node);
-  // Amortised clean-up: the tape never holds more than about twice its live
-  // entries, however many forward passes run without a backward().
-  if (slots_.size() >= prune_at_) prune();
-}
-
-void Tape::prune() {
-  std::erase_if(slots_, [](const std::weak_ptr<Node>& s) {
-    auto n = s.lock();
-    return !n || n->released;
-  });
-  prune_at_ = std::max<std::size_t>(64, 2 * slots_.size());
-}
-
-std::vector<std::shared_ptr<Node>> Tape::live_entries() {
-  prune();
-  std::vector<std::shared_ptr<Node>> out;
-  for (const auto& s : slots_)
-    if (auto n = s.lock()) out.push_back(std::move(n));
-  return out;
-}
-
-Tensor record(std::string op, Array value, std::vector<Tensor> inputs, Reads reads, BackwardFn backward) {
+Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardFn backward) {
   const bool recorded = is_grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
                                                          [](const Tensor& t) { return t.requires_grad(); });
-  if (debug::anomaly_enabled()) debug::check_forward(op, value, Tape::next_index(), recorded);
+  if (debug::anomaly_enabled()) debug::check_forward(op, value, node_counter.load(), recorded);
   Tensor out(std::move(value));
   if (!recorded) return out;
 
   auto node = std::make_shared<Node>();
   node->op = std::move(op);
-  node->seen.reserve(inputs.size());
-  for (const Tensor& in : inputs) node->seen.push_back({in.version(), in.value().shape(), false});
-  for (std::size_t i : reads.input_positions) node->seen.at(i).read = true;
-  node->reads_output = reads.output_value;
-  node->inputs = std::move(inputs);
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs)
+    node->inputs.push_back({t, t.version(), t.value().shape(), t.requires_grad()});
   node->output = out.impl();
   node->output_shape = out.value().shape();
   node->backward = std::move(backward);
   out.impl()->requires_grad = true;
   out.impl()->creator = node;
-  Tape::current().append(node);
+  node->index = node_counter++;
+  Tape::current().append(node);  // the listing print_tape() shows (core/debug.hpp)
   return out;
+}
+
+// ------------------------------------------------------------ saved values
+
+static std::string entry_str(const Node& n) {
+  return "op '" + n.op + "' (tape entry " + std::to_string(n.index) + ")";
+}
+static std::string input_str(const Node& n, std::size_t i) {
+  const Tensor& t = n.inputs[i].tensor;
+  return "input " + std::to_string(i) + " of " + entry_str(n) + ", " +
+         (t.name().empty() ? "a tensor" : "'" + t.name() + "'") + " of shape " + shape_str(t.shape());
+}
+
+const Array& Node::input(std::size_t i) const {
+  const Input& in = inputs.at(i);
+  if (in.tensor.version() != in.version)
+    throw std::logic_error("backward: " + input_str(*this, i) +
+                           ", was modified in place after it was used by " + entry_str(*this) + ": version " +
+                           std::to_string(in.tensor.version()) + ", expected " + std::to_string(in.version) +
+                           ". Its backward needs the values the op saw: write after backward(), or run the "
+                           "forward pass again after the write");
+  return in.tensor.value();
+}
+
+const Array& Node::output_value() const {
+  const std::shared_ptr<TensorImpl> out = output.lock();  // alive: backward() holds it while this node runs
+  if (out->version != output_version)
+    throw std::logic_error("backward: the output of " + entry_str(*this) +
+                           " was modified in place after the op ran: version " +
+                           std::to_string(out->version) + ", expected " + std::to_string(output_version) +
+                           ". Its backward reads that output: write to a copy instead");
+  return out->value;
 }
 
 // ------------------------------------------------------------------ teardown
 
-// Takes the inputs out of `inputs` one at a time; an input that nobody else
-// holds is about to be destroyed, so its creator node is moved to `orphans`
-// first, to be destroyed by the caller's loop rather than inside this one.
-static void release_inputs(std::vector<Tensor>& inputs, std::vector<std::shared_ptr<Node>>& orphans) {
+// Takes the inputs out one at a time; an input that nobody else holds is about
+// to be destroyed, so its creator node is moved to `orphans` first, to be
+// destroyed by the caller's loop rather than inside this one.
+static void release_inputs(std::vector<Node::Input>& inputs, std::vector<std::shared_ptr<Node>>& orphans) {
   while (!inputs.empty()) {
-    Tensor t = std::move(inputs.back());
+    Tensor t = std::move(inputs.back().tensor);
     inputs.pop_back();
     if (t.impl().use_count() == 1 && t.impl()->creator) orphans.push_back(std::move(t.impl()->creator));
   }
@@ -98,161 +100,161 @@ Node::~Node() {
 }
 
 // ------------------------------------------------------------------ backward
+//
+// One backward() call keeps its state in a Walk of its own. The walk itself is
+// run_backward() at the bottom; the checks it makes are the functions above it.
 
-static std::string input_str(const Node& n, std::size_t i) {
-  const Tensor& t = n.inputs[i];
-  return "input " + std::to_string(i) + " of op '" + n.op + "' (tape entry " + std::to_string(n.index) +
-         "), " + (t.name().empty() ? "a tensor" : "'" + t.name() + "'") + " of shape " + shape_str(t.shape());
+// A gradient on its way to a tensor, and where its first share came from (for messages).
+struct Arrival {
+  Grad grad;
+  const Node* via = nullptr;            // null: the root's seed
+  std::size_t input = std::string::npos;  // the tensor's position among via's inputs; npos: via's output
+};
+
+struct Walk {
+  std::vector<std::shared_ptr<Node>> order;                   // every op under the root, latest first
+  std::unordered_map<const TensorImpl*, Arrival> arrived;      // what reached each tensor so far
+  std::vector<std::shared_ptr<TensorImpl>> leaves;            // leaves that got some, in that order
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, Arrival>> retained;  // non-leaves that keep theirs
+
+  ~Walk() {  // however the call ends, its claims end with it
+    for (const auto& n : order) n->walker = nullptr;
+  }
+};
+
+// Claims n for walk w. A node already in w is not gathered again; one that
+// another backward() is walking, or that an earlier one released, throws.
+static void claim(Walk& w, const std::shared_ptr<Node>& n) {
+  const void* holder = nullptr;
+  if (!n->walker.compare_exchange_strong(holder, &w)) {
+    if (holder == &w) return;
+    throw std::logic_error("backward: " + entry_str(*n) +
+                           " is being walked by a backward() on another thread; graphs that run "
+                           "backward() at the same time may share leaves, not recorded ops");
+  }
+  w.order.push_back(n);  // first: ~Walk drops the claim even if the next line throws
+  if (n->released)
+    throw std::logic_error("backward: " + entry_str(*n) +
+                           " was already released by an earlier backward(); pass retain_graph = true to the "
+                           "first backward() to go through a graph twice");
 }
 
-// A leaf adds into the gradient it holds, which must still have the leaf's
-// shape: after an in-place write that changed the shape, it is stale.
-// `who` names the leaf for the message (built only then).
-template <class Who>
-static void check_held_grad(const Tensor& t, Who who) {
-  if (!t.is_leaf() || !t.requires_grad()) return;
-  std::lock_guard<std::mutex> lock(t.impl()->grad_mutex);  // another thread may be adding into it
-  const Grad& g = t.grad();
-  if (g.empty()) return;
-  const Shape held = g.is_dense() ? Shape(g.dense().shape().begin(), g.dense().shape().end())
-                                  : Shape{g.sparse().num_rows, g.sparse().cols()};
-  if (held != t.shape())
-    throw std::logic_error("backward: " + who() + ", holds a gradient of shape " + shape_str(held) +
+// The tensor a gradient is on its way to, for messages.
+static std::string tensor_str(const TensorImpl& t, const Arrival& a) {
+  if (!a.via) return "the leaf backward() was called on, of shape " + shape_str(shape_of(t.value));
+  if (a.input == std::string::npos) return "the output of " + entry_str(*a.via);
+  return input_str(*a.via, a.input);
+}
+
+// The gradient reaching op n has the shape n's output had when it ran, unless
+// an in-place write changed that output's shape before a later op used it.
+static void check_output_shape(const Node& n, const Grad& g) {
+  if (!g.has_shape(n.output_shape))
+    throw std::logic_error("backward: the output of " + entry_str(n) + " had shape " + shape_str(n.output_shape) +
+                           " when the op ran; an in-place write changed it to " + shape_str(g.shape()));
+}
+
+// A leaf (or retained tensor) takes a gradient of its shape now, into a slot of that shape.
+static void check_fits(TensorImpl& t, const Arrival& a) {
+  if (!a.grad.has_shape(t.value.shape()))
+    throw std::logic_error("backward: " + tensor_str(t, a) + ", had shape " + shape_str(a.grad.shape()) +
+                           " when the op ran; an in-place write changed it");
+  std::lock_guard<std::mutex> lock(t.grad_mutex);  // another thread may be adding into it
+  if (!t.grad.empty() && !t.grad.has_shape(t.value.shape()))
+    throw std::logic_error("backward: " + tensor_str(t, a) + ", holds a gradient of shape " +
+                           shape_str(t.grad.shape()) +
                            " from before an in-place write changed its shape; call zero_grad() first");
 }
 
-// Throws, before anything is touched, if `n` cannot be run correctly: it was
-// released, a value its closure reads was written in place after the op ran,
-// or a shape changed.
-static void check_runnable(const Node& n) {
-  if (n.released)
-    throw std::logic_error("backward: op '" + n.op + "' (tape entry " + std::to_string(n.index) +
-                           ") was already released by an earlier backward(); pass "
-                           "retain_graph = true to the first backward() to go through a "
-                           "graph twice");
-  for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-    check_held_grad(n.inputs[i], [&] { return input_str(n, i); });
-    const Node::Seen& seen = n.seen[i];
-    const uint64_t now = n.inputs[i].version();
-    if (now == seen.version) continue;
-    if (seen.read)
-      throw std::logic_error("backward: " + input_str(n, i) +
-                             ", was modified in place after it was used by op '" + n.op + "' (tape entry " +
-                             std::to_string(n.index) + "): version " + std::to_string(now) + ", expected " +
-                             std::to_string(seen.version) +
-                             ". Its backward needs the values the op saw: write after backward(), or "
-                             "run the forward pass again after the write");
-    if (n.inputs[i].value().shape() != seen.shape)
-      throw std::logic_error("backward: " + input_str(n, i) + ", had shape " +
-                             shape_str(Shape(seen.shape.begin(), seen.shape.end())) +
-                             " when the op ran; an in-place write changed it");
+// Every op the root depends on, claimed, latest first: recording order is a
+// topological order, so an op comes after every op that used its output.
+static void gather(Walk& w, const Tensor& root) {
+  if (root.creator()) claim(w, root.creator());
+  for (std::size_t k = 0; k < w.order.size(); ++k)
+    for (const Node::Input& in : w.order[k]->inputs)
+      if (in.tensor.creator()) claim(w, in.tensor.creator());
+  auto later = [](const auto& a, const auto& b) { return a->index > b->index; };
+  if (!std::is_sorted(w.order.begin(), w.order.end(), later)) std::sort(w.order.begin(), w.order.end(), later);
+}
+
+// Adds g to what tensor t has received; `via` and `input` say where it came from.
+static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_t input) {
+  auto [it, first] = w.arrived.try_emplace(t.impl().get(), Arrival{{}, via, input});
+  if (first && t.is_leaf()) w.leaves.push_back(t.impl());
+  const Shape shape = first ? g.shape() : it->second.grad.shape();
+  if (!g.has_shape(shape))  // t was used at two shapes: changed in place between two ops
+    throw std::logic_error("backward: " + tensor_str(*t.impl(), {{}, via, input}) + ", had shape " +
+                           shape_str(g.shape()) + " when the op ran; an in-place write changed it to " +
+                           shape_str(shape) + " for another op");
+  it->second.grad.add(std::move(g), shape);
+}
+
+// Runs n's closure and returns each input's gradient, summed back to the
+// input's shape where the op broadcast (the one place that un-broadcasts).
+static Grads run_closure(const Node& n, const Array& grad_output) {
+  Grads grads(n.inputs.size());
+  n.backward(grad_output, n, grads);
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const Shape shape(n.input_shape(i).begin(), n.input_shape(i).end());
+    if (!n.needs_grad(i)) grads[i].clear();
+    if (grads[i].is_dense() && grads[i].dense().dimension() >= shape.size() && !grads[i].has_shape(shape))
+      grads[i] = sum_to_shape(grads[i].dense(), shape);
+    if (!grads[i].empty() && !grads[i].has_shape(shape))  // a bug in the op, not the user's
+      throw std::logic_error("backward: " + entry_str(n) + " gave input " + std::to_string(i) +
+                             " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " + shape_str(shape));
   }
-  auto out = n.output.lock();
-  if (out && out->version != n.output_version && out->value.shape() != n.output_shape)
-    throw std::logic_error("backward: the output of op '" + n.op + "' (tape entry " +
-                           std::to_string(n.index) + ") had shape " +
-                           shape_str(Shape(n.output_shape.begin(), n.output_shape.end())) +
-                           " when the op ran; an in-place write "
-                           "changed it to " +
-                           shape_str(Shape(out->value.shape().begin(), out->value.shape().end())));
-  if (n.reads_output && out && out->version != n.output_version)
-    throw std::logic_error("backward: the output of op '" + n.op + "' (tape entry " +
-                           std::to_string(n.index) + ") was modified in place after the op ran: version " +
-                           std::to_string(out->version) + ", expected " + std::to_string(n.output_version) +
-                           ". Its backward reads that output: write to a copy instead");
+  debug::on_step(n, grad_output, grads);  // trace and anomaly checks, when they are on
+  return grads;
 }
 
-// Gathers every node reachable from `root`, claiming each for backward() call
-// `call`, and checks that each can run. Throws with nothing touched (and every
-// claim dropped) if one cannot, or if another thread's backward() holds one.
-static std::vector<std::shared_ptr<Node>> claim_graph(const std::shared_ptr<Node>& root, uint64_t call) {
-  std::vector<std::shared_ptr<Node>> graph;  // also the work list: graph[k] is checked in turn
-  auto claim = [&](const std::shared_ptr<Node>& n) {
-    uint64_t free = 0;
-    if (n->walker.compare_exchange_strong(free, call)) {
-      graph.push_back(n);
-      return;
-    }
-    if (free == call) return;  // already gathered (a tensor used twice)
-    throw std::logic_error("backward: op '" + n->op + "' (tape entry " + std::to_string(n->index) +
-                           ") is being walked by a backward() on another thread; graphs that run "
-                           "backward() at the same time may share leaves, not recorded ops");
-  };
-  try {
-    claim(root);
-    for (std::size_t k = 0; k < graph.size(); ++k) {
-      check_runnable(*graph[k]);
-      for (const Tensor& in : graph[k]->inputs)
-        if (const auto& c = in.creator()) {
-          claim(c);
-          ++c->uses;  // one per edge: x * x counts twice
-        }
-    }
-  } catch (...) {
-    for (auto& n : graph) n->walker = 0, n->uses = 0;
-    throw;
+// Adds the leaves' gradients (and the retained ones) into the tensors once
+// every closure has run, checking all of them first: a throw changes nothing.
+// A leaf whose requires_grad was turned off since gets none (as in PyTorch).
+static void commit(Walk& w) {
+  for (const auto& t : w.leaves) w.retained.push_back({t, std::move(w.arrived[t.get()])});
+  std::erase_if(w.retained, [](const auto& r) { return !r.first->requires_grad; });
+  for (auto& [t, a] : w.retained) check_fits(*t, a);
+  for (auto& [t, a] : w.retained) {
+    std::lock_guard<std::mutex> lock(t->grad_mutex);
+    t->grad.add(std::move(a.grad), t->value.shape());
   }
-  return graph;
 }
 
-static void release(Node& n) {
-  n.inputs.clear();  // flat: every node of the graph is still held by the caller's list
-  n.backward = nullptr;
-  n.released = true;
+// Drops what the walked ops keep for backward. Only now: dropping a node's
+// inputs earlier could free a tensor whose own node still waits in `order`.
+static void release(Walk& w) {
+  for (const auto& n : w.order) {
+    n->inputs.clear();  // flat: every node of the graph is still held by `order`
+    n->backward = nullptr;
+    n->released = true;
+  }
 }
 
+// backward() as micrograd does it: gather the ops in reverse recording order,
+// seed the root, and run each op's closure, passing the gradients it computes
+// on to its inputs.
 void run_backward(const Tensor& root, Array seed, bool retain_graph) {
-  if (root.is_leaf()) {  // nothing was recorded: the gradient of x w.r.t. x
-    check_held_grad(root, [&] { return "the leaf backward() was called on, of shape " + shape_str(root.shape()); });
-    Tensor(root).accumulate_grad(std::move(seed));
-    return;
-  }
-  static std::atomic<uint64_t> calls = 0;
-  const uint64_t call = ++calls;
-  std::vector<std::shared_ptr<Node>> graph = claim_graph(root.creator(), call);
-
-  // A node runs once every op that used its output has run (its `uses` reach 0).
-  // Of the nodes ready, the one recorded last runs first, so gradients add up in
-  // reverse recording order, as in PyTorch's engine; that is the order of the
-  // whole graph by index, highest first, without sorting it.
-  auto later = [](const Node* a, const Node* b) { return a->index < b->index; };
-  std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
-  ready.push(graph.front().get());
-
-  root.impl()->pending.add(std::move(seed), root.shape());
-  NoGradGuard no_grad;  // a closure that runs an op must not grow the tape under our feet
-  try {
-    while (!ready.empty()) {
-      Node* n = ready.top();
-      ready.pop();
-      for (const Tensor& in : n->inputs)
-        if (const auto& c = in.creator(); c && --c->uses == 0) ready.push(c.get());
-      std::shared_ptr<TensorImpl> out = n->output.lock();
-      if (!out || out->pending.empty()) continue;
-
-      const Shape shape(n->output_shape.begin(), n->output_shape.end());
-      Array g = out->pending.to_dense(shape);
-      out->pending.clear();
-      if (out->retains_grad || debug::retain_all_grads()) out->grad.add(g, shape);
-      auto trace = debug::before_step(*n);  // null unless tracing
-      n->backward(g, out->value, n->inputs);
-      if (trace || debug::anomaly_enabled()) debug::after_step(*n, g, trace);
+  Walk w;
+  gather(w, root);
+  send(w, root, std::move(seed), nullptr, 0);
+  {
+    NoGradGuard no_grad;  // a closure that runs an op must not grow the tape
+    for (const std::shared_ptr<Node>& n : w.order) {
+      const std::shared_ptr<TensorImpl> out = n->output.lock();
+      const auto it = w.arrived.find(out.get());
+      if (it == w.arrived.end()) continue;  // no gradient reached this op
+      Grad& g = it->second.grad;
+      check_output_shape(*n, g);
+      if (g.is_sparse()) g = g.sparse().to_dense();  // closures take dense gradients
+      if (out->retains_grad || debug::retain_all_grads()) w.retained.push_back({out, {g, n.get()}});
+      Grads grads = run_closure(*n, g.dense());
+      for (std::size_t i = 0; i < grads.size(); ++i)
+        if (!grads[i].empty()) send(w, n->inputs[i].tensor, std::move(grads[i]), n.get(), i);
+      w.arrived.erase(it);  // every op that used `out` has run: no more will come
     }
-  } catch (...) {
-    // Leave no half-propagated gradient behind in intermediate tensors.
-    for (const auto& n : graph) {
-      if (auto out = n->output.lock()) out->pending.clear();
-      n->walker = 0, n->uses = 0;
-    }
-    throw;
   }
-  // Release only now: dropping a node's inputs earlier could free an
-  // intermediate tensor whose own node, further down the list, still waits.
-  for (const auto& n : graph) {
-    if (!retain_graph) release(*n);
-    n->walker = 0;
-  }
-  if (!retain_graph) Tape::current().prune();
+  commit(w);
+  if (!retain_graph) release(w);
 }
 
 }  // namespace tg

@@ -2,42 +2,54 @@
 //
 // An op computes its forward value and calls record(). When grad mode is on and
 // some input requires grad, record() creates a Node (the op's name, its inputs,
-// and a backward closure), gives it the next tape index and appends it to this
-// thread's tape. An op can only run once its inputs exist, so recording order is
-// a topological order: backward() gathers the nodes its root depends on and runs
-// them from the highest index down, without recursion.
+// and a backward closure) and gives it the next tape index, from one counter.
+// An op can only run once its inputs exist, so recording order is
+// a topological order: backward() gathers the nodes its root depends on, sorts
+// them by index, highest first, and runs each one's closure. No recursion.
+//
+// A closure gets d(loss)/d(output) and fills one gradient slot per input:
+//
+//   record("mul", a.value() * b.value(), {a, b}, [](const Array& g, const Node& n, Grads& d) {
+//     if (n.needs_grad(0)) d[0] = g * n.input(1);   // d(a*b)/da = b
+//     if (n.needs_grad(1)) d[1] = g * n.input(0);
+//   });
+//
+// A slot may hold a gradient of the broadcast shape the op computed in: the
+// engine sums it back to the input's shape (un-broadcasting happens there, once).
+// A slot left empty sends nothing.
 //
 // Who owns what (this is what keeps memory bounded):
 //   output tensor --owns--> its Node --owns--> input tensors --own--> their Nodes ...
-//   tape          --weak--> Node
-// A graph lives exactly as long as some tensor of it is alive. A forward pass
-// whose result is dropped (say, an evaluation run without NoGradGuard) frees its
-// nodes at once; the tape only holds weak references and prunes the expired
-// ones as it grows. backward() releases the nodes it walked (their inputs and
-// closures) unless retain_graph is true. A graph of any depth is freed in a
-// loop, not by nested destructors (see Node::~Node), so a loss accumulated over
-// a million steps is dropped without exhausting the stack.
+//   Tape          --weak--> Node   (this thread's list, for print_tape(); core/debug.hpp)
+// A graph lives exactly as long as some tensor of it is alive; the list only
+// holds weak references. backward() releases the nodes it walked
+// (their inputs and closures) unless retain_graph is true. A graph of any depth
+// is freed in a loop, not by nested destructors (see Node::~Node).
 //
 // In-place writes. Each tensor counts its in-place writes (Tensor::version()).
-// record() notes the version of every value the backward closure will read
-// (`Reads`); backward() checks them all before it runs any closure, and throws
-// std::logic_error naming the op if one was written since: its gradient would
-// be computed from the wrong values.
+// A node keeps the version each input (and its output) had when the op ran, and
+// n.input(i) / n.output_value() throw std::logic_error naming the op and the tensor
+// if it changed: the gradient would be computed from the wrong values. What a
+// backward reads is thus checked exactly where it reads it.
 //
-// Threads. Each thread records on its own tape, and tape indices come from one
-// counter shared by all threads, so a graph may span threads: a tensor computed
+// One backward() call keeps everything it needs in a local object: the nodes it
+// walks, the gradients on their way, and the leaves' gradients, which are added
+// into the leaves only after every closure has run. So a backward() that throws
+// leaves every gradient as it was.
+//
+// Threads. Tape indices come from one counter shared by all threads, so a graph may span threads: a tensor computed
 // on one thread can be used, and backward() called, on another, once the threads
 // have synchronised (joined, or passed the tensor through a mutex or future).
 // Several backward() calls may run at once when their graphs share only leaves:
-// adding into a leaf's gradient is serialised by a per-leaf lock, so two threads
-// that backward their own graphs into one parameter get the sum of both. A
-// recorded op can be walked by one backward() at a time; a second one reaching
-// it meanwhile throws std::logic_error naming the op, rather than racing. Writing
+// adding into a leaf's gradient takes its lock, so two threads that backward
+// their own graphs into one parameter get the sum of both. A recorded op can be
+// walked by one backward() at a time: each call claims the nodes it walks, and a
+// second one reaching a claimed node throws std::logic_error naming the op. Writing
 // values (an optimizer step, copy_) while another thread reads them is a data
 // race, as in PyTorch: synchronise first.
 //
 // Closures must never capture the output's handle (a cycle: output -> node ->
-// closure -> output); they receive the output's value as an argument instead.
+// closure -> output); they read the output's value through n.output_value() instead.
 #pragma once
 
 #include <atomic>
@@ -51,44 +63,34 @@
 
 namespace tg {
 
-// Gets d(loss)/d(output) and the output's value; adds each input's share with
-// inputs[i].accumulate_grad(...). Skip inputs that do not require grad.
-using BackwardFn =
-    std::function<void(const Array& grad_output, const Array& output, std::vector<Tensor>& inputs)>;
-
-// Which values an op's backward closure reads, so that backward() can check
-// they were not written since: `mul` reads both inputs (Reads::inputs({0, 1})),
-// `exp` its output (Reads::output()), `add` neither (Reads::nothing()).
-struct Reads {
-  std::vector<std::size_t> input_positions;
-  bool output_value = false;
-
-  static Reads nothing() { return {}; }
-  static Reads inputs(std::vector<std::size_t> positions) { return {std::move(positions), false}; }
-  static Reads output() { return {{}, true}; }
-};
+using Grads = std::vector<Grad>;  // one gradient slot per input of a node
+struct Node;
+using BackwardFn = std::function<void(const Array& grad_output, const Node& node, Grads& grads)>;
 
 struct Node {
-  std::string op;                    // "matmul", "embedding", ...
-  std::size_t index = 0;             // position in recording order (one counter for all threads)
-  std::vector<Tensor> inputs;        // strong: an op keeps what its backward reads
-  std::weak_ptr<TensorImpl> output;  // weak: the output owns this node
-  Array::shape_type output_shape;    // the output's shape (held inline up to 4 dims)
-  BackwardFn backward;
-
-  // Each input as the op saw it, to catch in-place writes before backward().
-  struct Seen {
+  // An input as the op saw it: its version, shape and requires_grad then.
+  struct Input {
+    Tensor tensor;  // strong: an op keeps its inputs
     uint64_t version;
-    Array::shape_type shape;
-    bool read;  // the closure reads its values
+    Array::shape_type shape;  // held inline up to 4 dims
+    bool needs_grad;
   };
-  std::vector<Seen> seen;  // seen[i] belongs to inputs[i]
-  bool reads_output = false;
+  std::string op;         // "matmul", "embedding", ...
+  std::size_t index = 0;  // position in recording order (one counter for all threads)
+  std::vector<Input> inputs;
+  std::weak_ptr<TensorImpl> output;  // weak: the output owns this node
   uint64_t output_version = 0;
+  Array::shape_type output_shape;
+  BackwardFn backward;
+  std::atomic<bool> released = false;         // backward() ran and dropped inputs and closure
+  std::atomic<const void*> walker = nullptr;  // the backward() call walking this node now
 
-  std::atomic<bool> released = false;  // backward() ran and dropped inputs/closure
-  std::atomic<uint64_t> walker = 0;    // the backward() call walking this node now; 0: none
-  std::size_t uses = 0;                // during a walk: the graph's ops that use the output and have not run
+  // For closures: input i's values (or the output's) as the op saw them;
+  // throws std::logic_error if an in-place write changed them since.
+  const Array& input(std::size_t i) const;
+  const Array& output_value() const;
+  bool needs_grad(std::size_t i) const { return inputs[i].needs_grad; }
+  const Array::shape_type& input_shape(std::size_t i) const { return inputs[i].shape; }
 
   Node() = default;
   Node(const Node&) = delete;
@@ -98,31 +100,10 @@ struct Node {
 
 // Records an op and returns its output tensor. The output requires grad (and
 // gets a Node) only when grad mode is on and some input requires grad.
-Tensor record(std::string op, Array value, std::vector<Tensor> inputs, Reads reads, BackwardFn backward);
+Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardFn backward);
 
-class Tape {
- public:
-  static Tape& current();  // this thread's tape
-
-  // This thread's entries that are still recorded: alive and not yet released
-  // by backward(), in recording order.
-  std::vector<std::shared_ptr<Node>> live_entries();
-  std::size_t live_count() { return live_entries().size(); }
-  std::size_t slots() const { return slots_.size(); }  // for the leak tests
-
-  // The index the next recorded op will get (on any thread).
-  static std::size_t next_index();
-
- private:
-  void append(const std::shared_ptr<Node>& node);
-  void prune();
-
-  std::vector<std::weak_ptr<Node>> slots_;
-  std::size_t prune_at_ = 64;
-
-  friend Tensor record(std::string, Array, std::vector<Tensor>, Reads, BackwardFn);
-  friend void run_backward(const Tensor&, Array, bool);
-};
+// The index the next recorded op gets, on any thread.
+std::size_t next_node_index();
 
 // The engine behind Tensor::backward().
 void run_backward(const Tensor& root, Array seed, bool retain_graph);

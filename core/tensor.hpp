@@ -7,44 +7,36 @@
 //
 // Leaves are tensors you create (parameters, inputs). Non-leaves are outputs of
 // recorded ops; their gradient is only kept if you call retain_grad() on them.
+// Factories (zeros, randn, tensor, arange, ...) are in core/factories.hpp.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
-#include <type_traits>
-#include <vector>
-
-#include <xtensor/xarray.hpp>
 
 #include "grad.hpp"
 
 namespace tg {
 
-using Indices = xt::xarray<int64_t>;  // integer inputs: class labels, token ids, rows
-using Generator = std::mt19937;       // pass one explicitly to every random factory
-
 struct Node;  // one tape entry, see core/tape.hpp
 
 struct TensorImpl {
   Array value;
-  Grad grad;     // what grad() returns: leaves, and non-leaves that retain_grad
-  Grad pending;  // gradient flowing into a non-leaf during one backward()
+  Grad grad;  // what grad() returns: leaves, and non-leaves that retain_grad
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<Node> creator;  // the op that produced this tensor; null for leaves
   std::string name;               // optional, shown by print_tape() and to_dot()
   // Counts in-place writes to `value` (value_mut(), copy_(), optimizer steps,
-  // load_state_dict, max_norm). An op remembers the versions of the values its
-  // backward reads; backward() refuses to use values written since.
+  // load_state_dict, max_norm). A recorded op notes its inputs' versions; its
+  // backward refuses to read a value written since (core/tape.hpp).
   uint64_t version = 0;
-  // Two threads may backward() their own graphs into the same leaf (a shared
-  // parameter): its gradient is added to under this lock.
+  // Threads that backward() their own graphs into one leaf (a shared parameter)
+  // add into its gradient under this lock.
   std::mutex grad_mutex;
 };
 
@@ -58,10 +50,17 @@ class Tensor {
 
   // --- values ---
   const Array& value() const { return impl_->value; }
-  Shape shape() const;
+  Shape shape() const { return shape_of(impl_->value); }
+  int64_t size(int64_t dim) const {  // shape()[dim]; dim < 0 counts from the end
+    return static_cast<int64_t>(impl_->value.shape()[wrap_index("size: dim", dim, this->dim())]);
+  }
   std::size_t dim() const { return impl_->value.dimension(); }
   std::size_t numel() const { return impl_->value.size(); }
   float item() const;  // the single value of a one-element tensor
+  // One element, as NumPy's a.item(1, 2) (PyTorch: t[1, 2].item()): one index
+  // per dim, negative ones counting from the end. Throws std::out_of_range.
+  float item(std::initializer_list<int64_t> index) const;
+  std::vector<float> to_vector() const;  // every value, row-major (t.flatten().tolist())
 
   // The values, for writing in place (like PyTorch's `.data`): the write is not
   // recorded on the tape, so no gradient flows through it. Each call counts as an
@@ -81,7 +80,9 @@ class Tensor {
 
   // --- gradients ---
   bool requires_grad() const { return impl_->requires_grad; }
-  Tensor& set_requires_grad(bool on);  // leaves only
+  // Leaves only. Ops already recorded keep what they saw: turning it on does not
+  // give this tensor a gradient from a graph recorded before (as in PyTorch).
+  Tensor& set_requires_grad(bool on);
   bool is_leaf() const { return impl_->creator == nullptr; }
   const Grad& grad() const { return impl_->grad; }
   Grad& grad_mut() { return impl_->grad; }
@@ -89,19 +90,16 @@ class Tensor {
   void zero_grad() { impl_->grad.clear(); }
   void retain_grad();  // keep this non-leaf's gradient after backward()
 
-  // Adds g into this tensor's gradient (or, for a non-leaf, into the gradient
-  // that flows on during backward). Backward closures call these.
-  // Pass std::move(g) to hand over the buffer instead of copying it. Adding into
-  // a leaf takes its lock, so threads that share a parameter add up correctly.
-  void accumulate_grad(Array g);
-  void accumulate_grad(SparseRows g);
+  // Adds g into grad(), as `x.grad += g` in PyTorch, under the tensor's lock
+  // (Grad::add checks the shapes). Pass std::move(g) to hand over the buffer.
+  void accumulate_grad(Grad g);
 
   // Runs backpropagation from this tensor. Without `gradient`, the tensor must
   // hold one element (a loss) and the seed is 1. The recorded ops of this graph
   // are released afterwards unless retain_graph is true.
   void backward(std::optional<Array> gradient = std::nullopt, bool retain_graph = false) const;
 
-  Tensor detach() const;  // a new leaf with a copy of the values, no history
+  Tensor detach() const { return Tensor(impl_->value); }  // a new leaf with a copy of the values, no history
 
   // A label for listings and graphs ("fc.weight"); modules name their parameters.
   const std::string& name() const { return impl_->name; }
@@ -118,51 +116,6 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
-
-// The generator used when none is passed (module initialisation, for one).
-// manual_seed() resets it, like torch.manual_seed.
-Generator& default_generator();
-void manual_seed(uint64_t seed);
-
-// Factories. Random ones take the generator explicitly so runs are reproducible.
-Tensor zeros(const Shape& shape, bool requires_grad = false);
-Tensor ones(const Shape& shape, bool requires_grad = false);
-Tensor full(const Shape& shape, float value, bool requires_grad = false);
-Tensor randn(const Shape& shape, Generator& gen, bool requires_grad = false);  // N(0, 1)
-Tensor rand(const Shape& shape, Generator& gen, bool requires_grad = false);   // U[0, 1)
-
-// Tensors and Indices from plain C++ data, as torch.tensor: the values are copied
-// (row-major), and their count must fit the shape.
-//   tg::Tensor x = tg::tensor(pixels, {n, 64});   // a std::vector<float>
-//   tg::Indices y = tg::indices(labels);          // a std::vector<int64_t> -> [n]
-Tensor tensor(const std::vector<float>& values, const Shape& shape, bool requires_grad = false);
-Tensor tensor(const std::vector<float>& values);  // 1-d
-Tensor tensor(const float* data, const Shape& shape, bool requires_grad = false);
-Indices indices(const std::vector<int64_t>& values, const Shape& shape);
-Indices indices(const std::vector<int64_t>& values);  // 1-d
-Indices indices(const int64_t* data, const Shape& shape);
-
-// torch.arange: start, start + step, ... up to but not including end. As in
-// PyTorch, integer arguments give integers (Indices) and floating-point ones a
-// float32 Tensor: arange(4) is Indices {0, 1, 2, 3}; arange(0.0, 1.0, 0.25) is
-// Tensor {0, 0.25, 0.5, 0.75}.
-namespace detail {
-Indices arange_int(int64_t start, int64_t end, int64_t step);
-Tensor arange_float(double start, double end, double step);
-}  // namespace detail
-template <class A, class B, class C = int>
-  requires(std::is_arithmetic_v<A> && std::is_arithmetic_v<B> && std::is_arithmetic_v<C>)
-auto arange(A start, B end, C step = 1) {
-  if constexpr (std::is_integral_v<A> && std::is_integral_v<B> && std::is_integral_v<C>)
-    return detail::arange_int(start, end, step);
-  else
-    return detail::arange_float(start, end, step);
-}
-template <class T>
-  requires std::is_arithmetic_v<T>
-auto arange(T end) {
-  return arange(T(0), end);
-}
 
 // Prints like PyTorch's repr, with the shape added:
 //   tensor([[1.5000, 2.0000],

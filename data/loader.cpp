@@ -71,7 +71,7 @@ Indices take(const Indices& items, const Indices& rows) {
     throw std::invalid_argument("take: items must have at least 1 dim; got a 0-d array");
   if (rows.dimension() != 1)
     throw std::invalid_argument("take: rows must be 1-d; got shape " +
-                                shape_str(Shape(rows.shape().begin(), rows.shape().end())));
+                                shape_str(rows.shape()));
   const std::size_t n = items.shape()[0];
   const std::size_t row_size = n == 0 ? 0 : items.size() / n;
   for (std::size_t k = 0; k < rows.size(); ++k)

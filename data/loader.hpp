@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../core/tensor.hpp"
+#include "../core/factories.hpp"
 
 namespace tg::data {
 

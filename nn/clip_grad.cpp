@@ -7,12 +7,6 @@
 
 namespace tg::nn::utils {
 
-// The values a gradient holds: a dense array, or the rows of a SparseRows.
-static std::pair<float*, std::size_t> grad_values(Grad& g) {
-  if (g.is_dense()) return {g.dense_mut().data(), g.dense_mut().size()};
-  return {g.sparse_mut().values.data(), g.sparse_mut().values.size()};
-}
-
 float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm, float norm_type) {
   if (!(norm_type > 0.0f))
     throw std::invalid_argument("clip_grad_norm_: norm_type " + std::to_string(norm_type) +
@@ -21,18 +15,15 @@ float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm, float n
   double acc = 0;  // max |x| for infinity, else the sum of |x|^p
   for (Tensor p : params) {
     if (p.grad().empty()) continue;
-    auto [x, n] = grad_values(p.grad_mut());
-    for (std::size_t i = 0; i < n; ++i)
-      acc = inf ? std::max(acc, double(std::abs(x[i])))
-                : acc + std::pow(std::abs(double(x[i])), double(norm_type));
+    for (float x : p.grad_mut().values_mut())  // a SparseRows gradient's listed rows only
+      acc = inf ? std::max(acc, double(std::abs(x))) : acc + std::pow(std::abs(double(x)), double(norm_type));
   }
   const double total = inf ? acc : std::pow(acc, 1.0 / norm_type);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0) {
     for (Tensor p : params) {
       if (p.grad().empty()) continue;
-      auto [x, n] = grad_values(p.grad_mut());
-      for (std::size_t i = 0; i < n; ++i) x[i] *= static_cast<float>(coef);
+      for (float& x : p.grad_mut().values_mut()) x *= static_cast<float>(coef);
     }
   }
   return static_cast<float>(total);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -63,7 +64,7 @@ void check_pretrained(const char* layer, const Array& weight) {
   if (weight.dimension() != 2)
     throw std::invalid_argument(std::string(layer) +
                                 "::from_pretrained: weight must be 2-D [num, dim]; got " +
-                                shape_str(Shape(weight.shape().begin(), weight.shape().end())));
+                                shape_str(weight.shape()));
 }
 
 // PyTorch's embedding_renorm_: each distinct row read by `rows` whose norm is
@@ -96,8 +97,40 @@ struct Plan {
   std::size_t num_rows = 0, dim = 0;  // of the weight
 };
 
-// The entries that add to some bag, grouped by row (rows ascending) and, within
-// a row, in entry order: a stable LSD radix sort on the row id, 11 bits a pass
+// ------------------------------------------ the weight's gradient, for both layers
+//
+// Entry k adds, into the gradient of the row it read, its share of its bag's
+// gradient g[bag]: coef[k] * g[bag] (sum and mean; an Embedding lookup is a bag
+// of one entry with coef 1), or in max mode g[bag] in the columns where the
+// entry won the max and 0 elsewhere. Rows no entry read get nothing: the result
+// is coalesced SparseRows, (unique rows x dim) floats, never num_rows x dim.
+// A row's first share is written, the others added in entry order, so both
+// versions below give the same bits (tests/test_nn.cpp holds them equal).
+
+thread_local bool plain_row_grads = false;
+
+// The plain version: what the gradient is.
+SparseRows row_grads_plain(const Plan& p, const float* g, const std::vector<std::size_t>* argmax) {
+  std::map<int64_t, std::vector<float>> sums;  // row -> its gradient, rows in order
+  for (std::size_t k = 0; k < p.index.size(); ++k) {
+    if (p.bag_of[k] == skip) continue;
+    auto [row, first] = sums.try_emplace(p.index[k], p.dim);
+    for (std::size_t c = 0; c < p.dim; ++c) {
+      const std::size_t at = p.bag_of[k] * p.dim + c;
+      const float share = argmax ? ((*argmax)[at] == k ? g[at] : 0.0f) : p.coef[k] * g[at];
+      row->second[c] = first ? share : row->second[c] + share;
+    }
+  }
+  SparseRows out{{}, xt::empty<float>({sums.size(), p.dim}), p.num_rows};
+  for (const auto& [r, v] : sums) {
+    std::copy(v.begin(), v.end(), out.values.data() + out.rows.size() * p.dim);
+    out.rows.push_back(r);
+  }
+  return out;
+}
+
+// The fast version starts by grouping the entries by row (rows ascending; within
+// a row, in entry order): a stable LSD radix sort on the row id, 11 bits a pass
 // (two passes up to 4M rows), which costs a few passes over the entries where
 // sorting (row, entry) pairs costs log2(n) comparisons per entry.
 std::vector<std::size_t> entries_by_row(const Plan& p) {
@@ -126,85 +159,47 @@ std::vector<std::size_t> entries_by_row(const Plan& p) {
   return order;
 }
 
-// sum and mean: for the entries in `order` (grouped by row), row slot += coef *
-// g[bag] in entry order; a row's first entry writes its slot, so the values
-// need no zeroing. Also compiled for AVX2 (core/dispatch.hpp): the same bits.
-TG_ALSO_FOR_AVX2 void sum_grad_rows(const Plan& p, const std::vector<std::size_t>& order, const float* g,
-                                    SparseRows& out) {
+// Then each entry, in that order, writes or adds its share into its row's slot.
+// Also compiled for AVX2 (core/dispatch.hpp): the same bits.
+TG_ALSO_FOR_AVX2 void add_shares(const Plan& p, const std::vector<std::size_t>& order, const float* g,
+                                 const std::vector<std::size_t>* argmax, SparseRows& out) {
   for (std::size_t k : order) {
-    const int64_t row = p.index[k];
-    const bool first = out.rows.empty() || out.rows.back() != row;
-    if (first) out.rows.push_back(row);
+    const bool first = out.rows.empty() || out.rows.back() != p.index[k];
+    if (first) out.rows.push_back(p.index[k]);
     float* dst = out.values.data() + (out.rows.size() - 1) * p.dim;
     const float* src = g + p.bag_of[k] * p.dim;
-    if (first)
+    if (argmax) {
+      const std::size_t* won = argmax->data() + p.bag_of[k] * p.dim;
+      for (std::size_t c = 0; c < p.dim; ++c) {
+        const float share = won[c] == k ? src[c] : 0.0f;
+        dst[c] = first ? share : dst[c] + share;
+      }
+    } else if (first) {
       for (std::size_t c = 0; c < p.dim; ++c) dst[c] = p.coef[k] * src[c];
-    else
+    } else {
       for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * src[c];
+    }
   }
 }
 
-// max: a row's slot gets g[bag] in the columns where the entry won (argmax).
-void max_grad_rows(const Plan& p, const std::vector<std::size_t>& order, const float* g,
-                   const std::vector<std::size_t>& argmax, SparseRows& out) {
-  for (std::size_t k : order) {
-    const int64_t row = p.index[k];
-    const bool first = out.rows.empty() || out.rows.back() != row;
-    if (first) out.rows.push_back(row);
-    float* dst = out.values.data() + (out.rows.size() - 1) * p.dim;
-    const std::size_t b = p.bag_of[k];
-    if (first) std::fill_n(dst, p.dim, 0.0f);
-    for (std::size_t c = 0; c < p.dim; ++c)
-      if (argmax[b * p.dim + c] == k) dst[c] += g[b * p.dim + c];
-  }
-}
-
-// The weight's gradient from d(loss)/d(output) [bags, dim], as coalesced
-// SparseRows: entries grouped by row, each adding its share into its row's slot
-// in entry order (a fixed summation order).
-// Memory: (unique rows x dim) floats plus the entry order, never num_rows x dim.
-// argmax (max mode) says, for each output element, which entry it came from.
-SparseRows weight_grad(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax) {
+// The weight's gradient from d(loss)/d(output) g. argmax (max mode) says, for
+// each output element, which entry it came from.
+SparseRows row_grads(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax) {
+  if (plain_row_grads) return row_grads_plain(p, g.data(), argmax);
   const std::vector<std::size_t> order = entries_by_row(p);
   std::size_t unique = 0;
   for (std::size_t i = 0; i < order.size(); ++i)
     unique += i == 0 || p.index[order[i]] != p.index[order[i - 1]];
-  SparseRows out;
-  out.num_rows = p.num_rows;
+  SparseRows out{{}, xt::empty<float>({unique, p.dim}), p.num_rows};
   out.rows.reserve(unique);
-  out.values = xt::empty<float>({unique, p.dim});
-  if (argmax)
-    max_grad_rows(p, order, g.data(), *argmax, out);
-  else
-    sum_grad_rows(p, order, g.data(), out);
+  add_shares(p, order, g.data(), argmax, out);
   return out;
 }
 
-// The gradient of a lookup is a scatter-add of rows: output row k was table row
-// ids[k], so its gradient g[k] goes back to that row, and a row looked up twice
-// gets the sum of both (coalesce sorts the rows and adds repeats). The padding
-// row gets nothing. EmbeddingBag computes the same with weight_grad above, which
-// pays off for its many entries per bag: equal bits (tests/test_nn.cpp).
-SparseRows lookup_grad(const std::vector<int64_t>& ids, const Array& g, std::size_t num, std::size_t dim,
-                       std::optional<int64_t> padding_idx) {
-  std::vector<int64_t> rows;  // the table row each output row read, padding left out
-  std::vector<std::size_t> from;
-  for (std::size_t k = 0; k < ids.size(); ++k)
-    if (!is_padding(ids[k], padding_idx)) {
-      rows.push_back(ids[k]);
-      from.push_back(k);
-    }
-  xt::xtensor<float, 2> upstream = xt::empty<float>({rows.size(), dim});  // g's rows, in that order
-  // By pointer, not &upstream(i, 0): rows of zero columns have no element 0 (UBSan).
-  for (std::size_t i = 0; i < from.size(); ++i) std::copy_n(g.data() + from[i] * dim, dim, upstream.data() + i * dim);
-  return SparseRows::coalesce(rows, upstream, num);
-}
-
-void accumulate_weight_grad(Tensor& weight, SparseRows g, bool sparse) {
-  if (sparse)
-    weight.accumulate_grad(std::move(g));
-  else
-    weight.accumulate_grad(g.to_dense());  // the [num, dim] gradient, for comparison
+// As the weight wants it: coalesced rows, or (sparse = false) the dense [num, dim] array.
+Grad weight_grad(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax, bool sparse) {
+  SparseRows rows = row_grads(p, g, argmax);
+  return sparse ? Grad(std::move(rows)) : Grad(rows.to_dense());
 }
 
 }  // namespace
@@ -245,10 +240,14 @@ Tensor Embedding::forward(const Indices& input) {
   for (std::size_t k = 0; k < ids.size(); ++k)
     std::copy_n(weight.value().data() + ids[k] * dim, dim, out.data() + k * dim);
 
-  return record("embedding", std::move(out), {weight}, Reads::nothing(),
-                [ids = std::move(ids), num, dim, padding_idx = options_.padding_idx,
-                 sparse = options_.sparse](const Array& g, const Array&, std::vector<Tensor>& in) {
-                  accumulate_weight_grad(in[0], lookup_grad(ids, g, num, dim, padding_idx), sparse);
+  // A lookup is a bag of one entry: output row k is the bag of entry k, which
+  // the padding row leaves empty.
+  Plan p{std::move(ids), {}, std::vector<float>(input.size(), 1.0f), num, dim};
+  for (std::size_t k = 0; k < p.index.size(); ++k)
+    p.bag_of.push_back(is_padding(p.index[k], options_.padding_idx) ? skip : k);
+  return record("embedding", std::move(out), {weight},
+                [p = std::move(p), sparse = options_.sparse](const Array& g, const Node&, Grads& d) {
+                  d[0] = weight_grad(p, g, nullptr, sparse);
                 });
 }
 
@@ -372,7 +371,7 @@ Array bag_max(const Plan& p, const Array& weight, std::size_t bags, std::vector<
 }
 
 // d(loss)/d(per_sample_weights[k]) = <weight row of entry k, gradient of its bag>.
-Array per_sample_weights_grad(const Plan& p, const Array& weight, const Array& g, const Shape& shape) {
+Array per_sample_weights_grad(const Plan& p, const Array& weight, const Array& g, const Array::shape_type& shape) {
   Array out = xt::zeros<float>(shape);
   for (std::size_t k = 0; k < p.index.size(); ++k) {
     if (p.bag_of[k] == skip) continue;
@@ -475,19 +474,21 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
   Array out = max_mode ? bag_max(p, weight.value(), bags, argmax) : bag_sum(p, weight.value(), bags);
 
   std::vector<Tensor> inputs{weight};
-  Reads reads = Reads::nothing();
-  if (per_sample_weights) {
-    inputs.push_back(*per_sample_weights);
-    reads = Reads::inputs({0});  // the weight's rows, for the per-sample weights' gradient
-  }
-  return record("embedding_bag", std::move(out), std::move(inputs), std::move(reads),
+  if (per_sample_weights) inputs.push_back(*per_sample_weights);
+  return record("embedding_bag", std::move(out), std::move(inputs),
                 [p = std::move(p), argmax = std::move(argmax), max_mode, sparse = options_.sparse](
-                    const Array& g, const Array&, std::vector<Tensor>& in) {
-                  if (in.size() > 1 && in[1].requires_grad())
-                    in[1].accumulate_grad(per_sample_weights_grad(p, in[0].value(), g, in[1].shape()));
-                  if (in[0].requires_grad())
-                    accumulate_weight_grad(in[0], weight_grad(p, g, max_mode ? &argmax : nullptr), sparse);
+                    const Array& g, const Node& n, Grads& d) {
+                  if (d.size() > 1 && n.needs_grad(1))  // reads the weight's rows
+                    d[1] = per_sample_weights_grad(p, n.input(0), g, n.input_shape(1));
+                  if (n.needs_grad(0)) d[0] = weight_grad(p, g, max_mode ? &argmax : nullptr, sparse);
                 });
+}
+
+detail::PlainRowGradsGuard::PlainRowGradsGuard() : previous_(plain_row_grads) {
+  plain_row_grads = true;
+}
+detail::PlainRowGradsGuard::~PlainRowGradsGuard() {
+  plain_row_grads = previous_;
 }
 
 }  // namespace tg::nn

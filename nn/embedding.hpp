@@ -26,7 +26,7 @@
 #include <optional>
 #include <vector>
 
-#include "../core/tensor.hpp"
+#include "../core/factories.hpp"
 #include "../data/batch.hpp"
 #include "module.hpp"
 
@@ -135,5 +135,21 @@ class EmbeddingBag : public Module {
                       const std::optional<Tensor>& per_sample_weights);
   EmbeddingBagOptions options_;
 };
+
+namespace detail {
+// While one lives (this thread), Embedding and EmbeddingBag build their weight
+// gradients the plain way instead of the fast one (nn/embedding.cpp); the tests
+// run both and compare them bit for bit.
+class PlainRowGradsGuard {
+ public:
+  PlainRowGradsGuard();
+  ~PlainRowGradsGuard();
+  PlainRowGradsGuard(const PlainRowGradsGuard&) = delete;
+  PlainRowGradsGuard& operator=(const PlainRowGradsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+}  // namespace detail
 
 }  // namespace tg::nn

@@ -7,7 +7,7 @@
 // the ones PyTorch would draw, only their distribution is the same.
 #pragma once
 
-#include "../core/tensor.hpp"
+#include "../core/factories.hpp"
 
 namespace tg::nn::init {
 

@@ -10,7 +10,7 @@
 
 #include <optional>
 
-#include "../core/tensor.hpp"
+#include "../core/factories.hpp"
 #include "module.hpp"
 
 namespace tg::nn {

@@ -37,7 +37,7 @@
 
 #include <string>
 
-#include "../core/tensor.hpp"
+#include "../core/factories.hpp"
 #include "../nn/module.hpp"
 #include "../nn/safetensors.hpp"
 #include "optimizer.hpp"

@@ -116,8 +116,8 @@ inline xt::xarray<T> to_int_array(const nlohmann::json& j) {
 // a sentence naming the first element that differs.
 inline std::string mismatch(const Array& a, const Array& b, double rtol = 1e-5, double atol = 1e-6) {
   if (!std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
-    return "shapes differ: " + shape_str(Shape(a.shape().begin(), a.shape().end())) + " vs " +
-           shape_str(Shape(b.shape().begin(), b.shape().end()));
+    return "shapes differ: " + shape_str(a.shape()) + " vs " +
+           shape_str(b.shape());
   for (std::size_t i = 0; i < a.size(); ++i) {
     double x = a.data()[i], y = b.data()[i];
     if (!(std::abs(x - y) <= atol + rtol * std::abs(y))) {

@@ -16,26 +16,27 @@ namespace {
 enum class Bug { none, scaled, sign, forgot_chain, off_by_one };
 
 Tensor my_tanh(const Tensor& a, Bug bug, float factor = 1.0f) {
-  return tg::record("my_tanh", xt::tanh(a.value()), {a}, tg::Reads::output(),
-                    [=](const Array& g, const Array& y, std::vector<Tensor>& in) {
+  return tg::record("my_tanh", xt::tanh(a.value()), {a},
+                    [=](const Array& g, const tg::Node& n, tg::Grads& grads) {
+                      const Array& y = n.output_value();
                       Array d = 1.0f - y * y;
                       switch (bug) {
                         case Bug::none:
-                          in[0].accumulate_grad(Array(g * d));
+                          grads[0] = g * d;
                           break;
                         case Bug::scaled:
-                          in[0].accumulate_grad(Array(g * d * factor));
+                          grads[0] = g * d * factor;
                           break;
                         case Bug::sign:
-                          in[0].accumulate_grad(Array(-g * d));
+                          grads[0] = -g * d;
                           break;
                         case Bug::forgot_chain:
-                          in[0].accumulate_grad(Array(d));
+                          grads[0] = d;
                           break;
                         case Bug::off_by_one: {
                           Array w = g * d;
                           w.data()[0] += 0.05f;  // one element slightly wrong
-                          in[0].accumulate_grad(std::move(w));
+                          grads[0] = std::move(w);
                         }
                       }
                     });
@@ -118,12 +119,12 @@ TEST_SUITE("core.gradcheck") {
     // gradient of ~100 (inside the relative tolerance: passes, yet the largest
     // absolute error), element 2 by 0.05 at a gradient of ~0.1 (fails).
     auto fn = [](const Inputs& in) {
-      return tg::record("bent_square", 50.0f * in[0].value() * in[0].value(), {in[0]}, tg::Reads::inputs({0}),
-                        [](const Array& g, const Array&, std::vector<Tensor>& x) {
-                          Array d = g * 100.0f * x[0].value();
+      return tg::record("bent_square", 50.0f * in[0].value() * in[0].value(), {in[0]},
+                        [](const Array& g, const tg::Node& n, tg::Grads& grads) {
+                          Array d = g * 100.0f * n.input(0);
                           d.data()[0] += 0.5f;
                           d.data()[2] += 0.05f;
-                          x[0].accumulate_grad(std::move(d));
+                          grads[0] = std::move(d);
                         });
     };
     Tensor x({1.0f, 0.5f, 0.001f, 0.25f}, true);

@@ -613,14 +613,14 @@ TEST_SUITE("learn") {
     }
     REQUIRE(!last.empty());
     const std::string op = last.substr(last.find("] ") + 2, last.find('(') - last.find("] ") - 2);
-    bool in_run_backward = false, in_before_step = false;
+    bool in_run_backward = false, in_step = false;
     for (const std::string& line : lines_of(r.output)) {
       if (line.find("hit Breakpoint") == std::string::npos) continue;
       in_run_backward = in_run_backward || line.find("tg::run_backward (") != std::string::npos;
-      in_before_step = in_before_step || line.find("tg::debug::before_step (") != std::string::npos;
+      in_step = in_step || line.find("tg::run_closure (") != std::string::npos;
     }
     CHECK(in_run_backward);
-    CHECK(in_before_step);
+    CHECK(in_step);
     CHECK(r.output.find("$1 = \"" + op + "\"") != std::string::npos);
     CHECK(r.output.find("$2 = \"" + last + "\"") != std::string::npos);
     CHECK(r.output.find("tape: " + std::to_string(entries) + " recorded entries") != std::string::npos);

@@ -117,14 +117,20 @@ TEST_SUITE("core.ops.select") {
     CHECK(c.grad().dense() == Array{1, 1});
     CHECK(d.grad().empty());
 
-    // An input that does not require grad is still an input of stack's tape
-    // entry: a shape change to it before backward() is refused, as for any op.
+    // Every tensor is an input of stack's one tape entry. A shape change to one
+    // that needs a gradient is refused at backward(); one that needs none, and
+    // whose values stack's backward does not read, changes nothing (as in PyTorch).
     Tensor e = tg::ones({2}, true), f = tg::ones({2});
     Tensor s = tg::stack({e, f});
     CHECK(s.creator()->op == "stack");
-    f.value_mut() = xt::ones<float>({3});
-    CHECK_THROWS_WITH_AS(tg::sum(s).backward(), doctest::Contains("input 1 of op 'stack'"), std::logic_error);
+    e.value_mut() = xt::ones<float>({3});
+    CHECK_THROWS_WITH_AS(tg::sum(s).backward(std::nullopt, true), doctest::Contains("input 0 of op 'stack'"),
+                         std::logic_error);
     CHECK(e.grad().empty());
+    e.value_mut() = xt::ones<float>({2});
+    f.value_mut() = xt::ones<float>({3});
+    tg::sum(s).backward();
+    CHECK(e.grad().dense() == Array{1, 1});
 
     CHECK_THROWS_WITH_AS(tg::cat({}), "cat: expected a non-empty list of tensors", std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::cat({a, tg::zeros({2, 3})}),

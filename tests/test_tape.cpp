@@ -179,7 +179,7 @@ TEST_SUITE("core.tape") {
     CHECK(prev->op == "mul_scalar");
     CHECK(prev->index < last->index);
     CHECK(last->inputs.size() == 1);
-    CHECK(last->inputs[0].creator() == prev);
+    CHECK(last->inputs[0].tensor.creator() == prev);
   }
 
   // ------------------------------------------------------- deep graphs
@@ -266,12 +266,12 @@ TEST_SUITE("core.tape") {
         w.value_mut()(0) = 100.0f;
       }
       const std::string entry = std::to_string(y.creator()->index);
-      const std::string expected = "input 0 of op 'mul' (tape entry " + entry +
+      const std::string expected = "input 1 of op 'mul' (tape entry " + entry +
                                    "), 'w' of shape [1], was modified in place after it was used by op 'mul' "
                                    "(tape entry " +
                                    entry + "): version 1, expected 0";
       CHECK_THROWS_WITH_AS(tg::sum(y).backward(), doctest::Contains(expected.c_str()), std::logic_error);
-      CHECK(w.grad().empty());  // nothing was added: the check runs before any closure
+      CHECK(w.grad().empty());  // nothing was added: leaves get their gradients after every closure ran
       CHECK_FALSE(y.creator()->released);
     }
   }
@@ -368,14 +368,23 @@ TEST_SUITE("core.tape") {
     CHECK(w.grad().dense()(0) == 6.0f);
   }
 
-  TEST_CASE("an optimizer step between forward and backward throws; the usual order works") {
-    tg::nn::Linear fc(3, 2);
+  TEST_CASE("an optimizer step between forward and backward throws where a backward reads the weight") {
+    tg::nn::Linear fc(3, 2), head(2, 1);
     tg::optim::SGD sgd(fc.parameters(), {.lr = 0.1});
     const Tensor x = tg::ones({4, 3});
-    Tensor loss = tg::sum(fc(x) * fc(x));  // linear reads its weight
+    // head's input needs a gradient, so head's backward reads head.weight; fc's
+    // input x needs none, so fc's backward reads only x (dW = g^T x), as in PyTorch.
+    Tensor loss = tg::sum(head(fc(x)));
     fc.weight.accumulate_grad(Array(xt::ones<float>({2, 3})));
-    sgd.step();  // writes the weight in place
-    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("op 'linear'"), std::logic_error);
+    sgd.step();  // writes fc.weight in place: fc's own backward does not read it
+    loss.backward();
+    CHECK(fc.weight.grad().dense()(1, 2) == doctest::Approx(1 + 4 * head.weight.value()(0, 1)));  // 1: added above
+    loss = tg::sum(head(fc(x)));
+    {
+      tg::NoGradGuard no_grad;
+      head.weight.value_mut() *= 2.0f;
+    }
+    CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("input 1 of op 'linear'"), std::logic_error);
     for (int step = 0; step < 3; ++step) {  // zero_grad, forward, backward, step
       sgd.zero_grad();
       Tensor l = tg::sum(fc(x) * fc(x));
@@ -386,7 +395,7 @@ TEST_SUITE("core.tape") {
 
   TEST_CASE("load_state_dict and max_norm renormalisation count as in-place writes") {
     tg::nn::Linear fc(2, 2);
-    Tensor loss = tg::sum(fc(tg::ones({1, 2})));
+    Tensor loss = tg::sum(fc(tg::ones({1, 2}, true)));  // the input needs a gradient: backward reads the weight
     const tg::nn::StateDict state = fc.state_dict();
     fc.load_state_dict(state);  // same values, but written in place
     CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("op 'linear'"), std::logic_error);

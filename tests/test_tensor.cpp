@@ -103,18 +103,13 @@ TEST_SUITE("core.grad") {
     return s;
   }
 
-  TEST_CASE("coalesce sorts rows and sums duplicates") {
-    xt::xtensor<float, 2> v = {{1, 1}, {2, 2}, {3, 3}, {4, 4}};
-    SparseRows s = SparseRows::coalesce({5, 1, 5, 3}, v, 8);
-    CHECK(s.rows == std::vector<int64_t>{1, 3, 5});
-    CHECK(s.values == xt::xtensor<float, 2>{{2, 2}, {4, 4}, {4, 4}});
+  TEST_CASE("SparseRows holds only its rows: bytes and the dense array it stands for") {
+    SparseRows s = rows_of({1, 3, 5}, Array{{2, 2}, {4, 4}, {4, 4}}, 8);
     CHECK(s.nbytes() == 3 * sizeof(int64_t) + 6 * sizeof(float));  // unique rows x cols
     Array d = s.to_dense();
     CHECK(d.shape()[0] == 8);
     CHECK(d(5, 1) == 4.0f);
     CHECK(d(0, 0) == 0.0f);
-    CHECK_THROWS_AS(SparseRows::coalesce({8}, xt::xtensor<float, 2>{{1, 1}}, 8), std::out_of_range);
-    CHECK_THROWS_AS(SparseRows::coalesce({1, 2}, xt::xtensor<float, 2>{{1, 1}}, 8), std::invalid_argument);
   }
 
   TEST_CASE("check rejects unsorted, repeated or out-of-range rows") {
@@ -177,14 +172,13 @@ TEST_SUITE("core.grad") {
     CHECK(g.dense() == Array({1.0f, 2.0f}));
   }
 
-  TEST_CASE("rows of zero columns: coalesce, merge, densify and add touch no element") {
+  TEST_CASE("rows of zero columns: merge, densify and add touch no element") {
     // Runs under UBSan in ./scripts/test --sanitize: &values(i, 0) on a [n, 0]
     // array bound a reference to an element that does not exist.
     const tg::Shape shape{3, 0};
     const Array none = xt::zeros<float>({1, 0});
     auto shape_of = [](const Array& a) { return tg::Shape(a.shape().begin(), a.shape().end()); };
-    SparseRows c = SparseRows::coalesce({2, 0, 2}, xt::zeros<float>({3, 0}), 3);
-    CHECK(c.rows == std::vector<int64_t>{0, 2});
+    SparseRows c = rows_of({0, 2}, xt::zeros<float>({2, 0}), 3);
     CHECK(shape_of(c.to_dense()) == shape);
     Grad sparse;
     sparse.add(rows_of({1}, none, 3), shape);

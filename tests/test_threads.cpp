@@ -38,11 +38,11 @@ struct Gate {
 // y = x, whose backward says it has started and then waits at a gate: it holds
 // a backward() call in the middle of a graph for as long as a test needs.
 Tensor paused_identity(const Tensor& x, Gate& started, Gate& resume) {
-  return tg::record("paused_identity", x.value(), {x}, tg::Reads::nothing(),
-                    [&started, &resume](const Array& g, const Array&, std::vector<Tensor>& in) {
+  return tg::record("paused_identity", x.value(), {x},
+                    [&started, &resume](const Array& g, const tg::Node&, tg::Grads& d) {
                       started.open();
                       resume.wait();
-                      in[0].accumulate_grad(g);
+                      d[0] = g;
                     });
 }
 

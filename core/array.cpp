@@ -1,0 +1,54 @@
+#include "array.hpp"
+
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+namespace tg {
+
+std::string shape_str(std::span<const std::size_t> shape) {
+  std::ostringstream s;
+  s << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << ']';
+  return s.str();
+}
+
+std::size_t wrap_index(const char* what, int64_t i, std::size_t n) {
+  const int64_t len = static_cast<int64_t>(n);
+  if (i < -len || i >= len)
+    throw std::out_of_range(std::string(what) + " " + std::to_string(i) + " is out of range for a dim of size " +
+                            std::to_string(n));
+  return static_cast<std::size_t>(i < 0 ? i + len : i);
+}
+
+std::size_t checked_numel(const char* op, const Shape& shape, std::size_t element_size) {
+  // xtensor keeps strides as signed integers: the count must fit in one too.
+  const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / element_size;
+  std::size_t n = 1;
+  bool overflow = false;
+  for (std::size_t d : shape) {
+    if (d == 0) return 0;
+    overflow = overflow || n > limit / d;
+    if (!overflow) n *= d;
+  }
+  if (overflow)
+    throw std::length_error(std::string(op) + ": shape " + shape_str(shape) +
+                            " has more elements than memory can address");
+  return n;
+}
+
+OutOfMemory::OutOfMemory(const char* op, const Shape& shape, std::size_t bytes)
+    : message_(std::string(op) + ": cannot allocate " + std::to_string(bytes) + " bytes for shape " +
+               shape_str(shape)) {}
+
+Array empty_array(const char* op, const Shape& shape) {
+  const std::size_t n = checked_numel(op, shape);
+  try {
+    return xt::empty<float>(shape);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(op, shape, n * sizeof(float));
+  }
+}
+
+}  // namespace tg
