@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
+#include <initializer_list>
 #include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,26 @@ namespace tg {
 using Array = xt::xarray<float>;      // n-d float32 values, row-major
 using Indices = xt::xarray<int64_t>;  // integer inputs: class labels, token ids, rows
 using Shape = std::vector<std::size_t>;
+
+// A shape written in a call, zeros({n, 4}), with n of any integer type (an
+// int64_t from Indices, a std::size_t from .size()) and no narrowing warning.
+// A negative dim throws std::invalid_argument.
+class Dim {
+ public:
+  template <std::integral T>
+  Dim(T d) : value_(static_cast<std::size_t>(d)) {  // NOLINT: any integer is a dim
+    if constexpr (std::is_signed_v<T>)
+      if (d < 0) throw std::invalid_argument("shape: negative dimension " + std::to_string(d));
+  }
+  operator std::size_t() const { return value_; }
+
+ private:
+  std::size_t value_;
+};
+struct Dims : Shape {
+  Dims(std::initializer_list<Dim> dims) : Shape(dims.begin(), dims.end()) {}
+  Dims(Shape shape) : Shape(std::move(shape)) {}  // NOLINT: a Shape is Dims
+};
 
 std::string shape_str(std::span<const std::size_t> shape);  // "[2, 3]", of a Shape or an array's shape()
 inline std::string shape_str(const Shape& shape) {  // shape_str({2, 3}) too

@@ -2,79 +2,114 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 
 namespace tg {
 
+Generator::Generator(uint64_t seed) : state_(std::make_shared<State>()) {
+  this->seed(seed);
+}
+
+void Generator::seed(uint64_t seed) {
+  draw([seed](std::mt19937& engine) { engine.seed(static_cast<result_type>(seed)); });
+}
+
+Generator Generator::clone() const {
+  Generator copy;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  copy.state_->engine = state_->engine;
+  return copy;
+}
+
+std::string Generator::state() const {
+  std::ostringstream out;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  out << state_->engine;
+  return out.str();
+}
+
+void Generator::set_state(const std::string& text) {
+  std::mt19937 engine;
+  std::istringstream in(text);
+  in >> engine;
+  std::ostringstream back;
+  back << engine;
+  // Whatever does not read back to the same text (truncated, not numbers,
+  // another library's layout) is refused.
+  if (in.fail() || back.str() != text)
+    throw std::invalid_argument("Generator::set_state: not a state that std::mt19937 wrote");
+  draw([&](std::mt19937& e) { e = engine; });
+}
+
 Generator& default_generator() {
-  static thread_local Generator gen(0);
+  static Generator gen(0);
   return gen;
 }
 void manual_seed(uint64_t seed) {
-  default_generator().seed(static_cast<Generator::result_type>(seed));
+  default_generator().seed(seed);
 }
 
-Tensor zeros(const Shape& shape, bool requires_grad) {
-  return Tensor(xt::zeros<float>(shape), requires_grad);
+Tensor zeros(const Dims& shape, bool requires_grad) {
+  return full(shape, 0.0f, requires_grad);
 }
-Tensor ones(const Shape& shape, bool requires_grad) {
-  return Tensor(xt::ones<float>(shape), requires_grad);
+Tensor ones(const Dims& shape, bool requires_grad) {
+  return full(shape, 1.0f, requires_grad);
 }
-Tensor full(const Shape& shape, float value, bool requires_grad) {
-  Array a = xt::empty<float>(shape);
+Tensor full(const Dims& shape, float value, bool requires_grad) {
+  Array a = empty_array("full", shape);
   a.fill(value);
   return Tensor(std::move(a), requires_grad);
 }
-Tensor randn(const Shape& shape, Generator& gen, bool requires_grad) {
+Tensor randn(const Dims& shape, Generator& gen, bool requires_grad) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  Array a = xt::empty<float>(shape);
-  for (float& x : a) x = dist(gen);
+  Array a = empty_array("randn", shape);
+  gen.draw([&](std::mt19937& e) {
+    for (float& x : a) x = dist(e);
+  });
   return Tensor(std::move(a), requires_grad);
 }
-Tensor rand(const Shape& shape, Generator& gen, bool requires_grad) {
+Tensor rand(const Dims& shape, Generator& gen, bool requires_grad) {
   std::uniform_real_distribution<float> dist(0.0f, 1.0f);
-  Array a = xt::empty<float>(shape);
-  for (float& x : a) x = dist(gen);
+  Array a = empty_array("rand", shape);
+  gen.draw([&](std::mt19937& e) {
+    for (float& x : a) x = dist(e);
+  });
   return Tensor(std::move(a), requires_grad);
-}
-
-static std::size_t shape_numel(const Shape& shape) {
-  std::size_t n = 1;
-  for (std::size_t d : shape) n *= d;
-  return n;
 }
 
 template <class T>
 static xt::xarray<T> from_values(const char* op, const T* data, std::size_t count, const Shape& shape) {
-  if (count != shape_numel(shape))
+  const std::size_t n = checked_numel(op, shape, sizeof(T));
+  if (count != n)
     throw std::invalid_argument(std::string(op) + ": " + std::to_string(count) + " values do not fit shape " +
-                                shape_str(shape) + " (" + std::to_string(shape_numel(shape)) + " elements)");
+                                shape_str(shape) + " (" + std::to_string(n) + " elements)");
   xt::xarray<T> a = xt::empty<T>(shape);
   std::copy_n(data, count, a.data());
   return a;
 }
 
-Tensor tensor(const std::vector<float>& values, const Shape& shape, bool requires_grad) {
+Tensor tensor(const std::vector<float>& values, const Dims& shape, bool requires_grad) {
   return Tensor(from_values("tensor", values.data(), values.size(), shape), requires_grad);
 }
 Tensor tensor(const std::vector<float>& values) {
   return tensor(values, Shape{values.size()});
 }
-Tensor tensor(const float* data, const Shape& shape, bool requires_grad) {
-  if (data == nullptr && shape_numel(shape) > 0)
-    throw std::invalid_argument("tensor: null pointer for shape " + shape_str(shape));
-  return Tensor(from_values("tensor", data, shape_numel(shape), shape), requires_grad);
+Tensor tensor(const float* data, const Dims& shape, bool requires_grad) {
+  const std::size_t n = checked_numel("tensor", shape);
+  if (data == nullptr && n > 0) throw std::invalid_argument("tensor: null pointer for shape " + shape_str(shape));
+  return Tensor(from_values("tensor", data, n, shape), requires_grad);
 }
-Indices indices(const std::vector<int64_t>& values, const Shape& shape) {
+Indices indices(const std::vector<int64_t>& values, const Dims& shape) {
   return from_values("indices", values.data(), values.size(), shape);
 }
 Indices indices(const std::vector<int64_t>& values) {
   return indices(values, Shape{values.size()});
 }
-Indices indices(const int64_t* data, const Shape& shape) {
-  if (data == nullptr && shape_numel(shape) > 0)
-    throw std::invalid_argument("indices: null pointer for shape " + shape_str(shape));
-  return from_values("indices", data, shape_numel(shape), shape);
+Indices indices(const int64_t* data, const Dims& shape) {
+  const std::size_t n = checked_numel("indices", shape, sizeof(int64_t));
+  if (data == nullptr && n > 0) throw std::invalid_argument("indices: null pointer for shape " + shape_str(shape));
+  return from_values("indices", data, n, shape);
 }
 
 // The number of steps from start towards end, ceil((end - start) / step), after

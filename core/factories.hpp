@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -11,29 +14,69 @@
 
 namespace tg {
 
-using Generator = std::mt19937;  // pass one explicitly to every random factory
-// The generator used when none is passed (module initialisation, for one).
-// manual_seed() resets it, like torch.manual_seed.
+// A random number generator: a std::mt19937 behind a cheap HANDLE, like Tensor:
+// copies share one state. A module or sampler keeps the generator it is given,
+// so it draws from the caller's stream, and the state lives as long as any
+// holder does. clone() makes an independent copy (to replay the same draws).
+//
+// Threads may share a generator (the default one, say): every draw takes its
+// lock, one number at a time (operator(), for std's distributions) or a whole
+// op's worth at once (draw()). Which thread gets which numbers is then up to the
+// scheduler: give each thread its own generator for runs that repeat exactly.
+class Generator {
+ public:
+  using result_type = std::mt19937::result_type;
+  explicit Generator(uint64_t seed = 5489u);  // std::mt19937's default seed
+  static constexpr result_type min() { return std::mt19937::min(); }
+  static constexpr result_type max() { return std::mt19937::max(); }
+  // Runs f(engine) under the lock: the draws of one op in one go.
+  template <class F>
+  decltype(auto) draw(F&& f) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return f(state_->engine);
+  }
+  result_type operator()() {
+    return draw([](std::mt19937& engine) { return engine(); });
+  }
+  void seed(uint64_t seed);
+  Generator clone() const;
+  // The state as std::mt19937 writes it (operator<<), and back: for checkpoints.
+  // set_state throws std::invalid_argument for text that does not read back to itself.
+  std::string state() const;
+  void set_state(const std::string& text);
+  bool is_same(const Generator& other) const { return state_ == other.state_; }
+
+ private:
+  struct State {
+    std::mt19937 engine;
+    std::mutex mutex;
+  };
+  std::shared_ptr<State> state_;
+};
+
+// The generator used when none is passed (module initialisation, for one): one
+// for the whole program, as PyTorch's default generator, seeded with 0.
+// manual_seed() reseeds it, like torch.manual_seed.
 Generator& default_generator();
 void manual_seed(uint64_t seed);
 
 // Factories. Random ones take the generator explicitly so runs are reproducible.
-Tensor zeros(const Shape& shape, bool requires_grad = false);
-Tensor ones(const Shape& shape, bool requires_grad = false);
-Tensor full(const Shape& shape, float value, bool requires_grad = false);
-Tensor randn(const Shape& shape, Generator& gen, bool requires_grad = false);  // N(0, 1)
-Tensor rand(const Shape& shape, Generator& gen, bool requires_grad = false);   // U[0, 1)
+Tensor zeros(const Dims& shape, bool requires_grad = false);
+Tensor ones(const Dims& shape, bool requires_grad = false);
+Tensor full(const Dims& shape, float value, bool requires_grad = false);
+Tensor randn(const Dims& shape, Generator& gen, bool requires_grad = false);  // N(0, 1)
+Tensor rand(const Dims& shape, Generator& gen, bool requires_grad = false);   // U[0, 1)
 
 // Tensors and Indices from plain C++ data, as torch.tensor: the values are copied
 // (row-major), and their count must fit the shape.
 //   tg::Tensor x = tg::tensor(pixels, {n, 64});   // a std::vector<float>
 //   tg::Indices y = tg::indices(labels);          // a std::vector<int64_t> -> [n]
-Tensor tensor(const std::vector<float>& values, const Shape& shape, bool requires_grad = false);
+Tensor tensor(const std::vector<float>& values, const Dims& shape, bool requires_grad = false);
 Tensor tensor(const std::vector<float>& values);  // 1-d
-Tensor tensor(const float* data, const Shape& shape, bool requires_grad = false);
-Indices indices(const std::vector<int64_t>& values, const Shape& shape);
+Tensor tensor(const float* data, const Dims& shape, bool requires_grad = false);
+Indices indices(const std::vector<int64_t>& values, const Dims& shape);
 Indices indices(const std::vector<int64_t>& values);  // 1-d
-Indices indices(const int64_t* data, const Shape& shape);
+Indices indices(const int64_t* data, const Dims& shape);
 
 // torch.arange: start, start + step, ... up to but not including end. As in
 // PyTorch, integer arguments give integers (Indices) and floating-point ones a

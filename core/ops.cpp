@@ -40,20 +40,46 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
-// Sum over `axes`, which stay as size-1 dims when keepdim. Zero-size inputs get
-// zeros without calling xtensor, whose reducers step through a null pointer then.
+// Sums x over one axis, keeping it as a dim of size 1. The running sums are
+// doubles: added up in float32, ten million values of 0.1 drift to 1.088e6
+// (the running sum outgrows each addend's precision); in double the error
+// stays below float32's last digit up to billions of values.
+static Array sum_axis(const float* x, Shape out, std::size_t ax) {
+  const std::size_t n = out[ax];
+  std::size_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < ax; ++d) outer *= out[d];
+  for (std::size_t d = ax + 1; d < out.size(); ++d) inner *= out[d];
+  out[ax] = 1;
+  Array r = xt::empty<float>(out);
+  std::vector<double> acc(inner);
+  for (std::size_t o = 0; o < outer; ++o) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* row = x + (o * n + i) * inner;  // [outer, n, inner]: row i of block o
+      for (std::size_t j = 0; j < inner; ++j) acc[j] += row[j];
+    }
+    for (std::size_t j = 0; j < inner; ++j) r.data()[o * inner + j] = static_cast<float>(acc[j]);
+  }
+  return r;
+}
+
+// Sum over `axes`, which stay as size-1 dims when keepdim. Every sum in the
+// library goes through here (reductions, losses, un-broadcast gradients).
 static Array sum_over(const Array& x, std::vector<std::size_t> axes, bool keepdim) {
   if (axes.empty()) return x;
-  Shape out(x.shape().begin(), x.shape().end());
-  std::sort(axes.begin(), axes.end());                      // xtensor wants them sorted
-  for (auto it = axes.rbegin(); it != axes.rend(); ++it) {  // from the back: positions stay valid
-    if (keepdim)
-      out[*it] = 1;
-    else
-      out.erase(out.begin() + static_cast<std::ptrdiff_t>(*it));
+  std::sort(axes.begin(), axes.end());
+  Array r;
+  if (axes.size() == x.dimension()) {  // every axis: one pass over all values
+    r = sum_axis(x.data(), {x.size()}, 0);
+    r.reshape(Shape(x.dimension(), 1));
+  } else {
+    r = sum_axis(x.data(), shape_of(x), axes[0]);
+    for (std::size_t k = 1; k < axes.size(); ++k) r = sum_axis(r.data(), shape_of(r), axes[k]);
   }
-  if (x.size() == 0) return xt::zeros<float>(out);
-  Array r = xt::sum(x, axes);
+  Shape out = shape_of(r);
+  if (!keepdim)
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it)  // from the back: positions stay valid
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(*it));
   r.reshape(out);
   return r;
 }
@@ -165,7 +191,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return record("div", a.value() / b.value(), {a, b}, [](const Array& g, const Node& n, Grads& d) {
                   const Array& y = n.input(1);
                   if (n.needs_grad(0)) d[0] = g / y;
-                  if (n.needs_grad(1)) d[1] = -g * n.input(0) / (y * y);  // d(x/y)/dy = -x / y^2
+                  // d(x/y)/dy = -x / y^2, as (x / y) / y: y * y overflows first (PyTorch's order)
+                  if (n.needs_grad(1)) d[1] = -g * (n.input(0) / y) / y;
                 });
 }
 
@@ -183,12 +210,30 @@ Tensor mul(const Tensor& a, float s) {
       "mul_scalar", a.value() * s, {a}, [s](const Array& g, const Node&, Grads& d) { d[0] = g * s; });
 }
 
+// Divides, not a * (1 / s): 1 / 1e-39 is inf in float32, 1e-10 / 1e-39 is 1e29.
+Tensor div(const Tensor& a, float s) {
+  return record("div_scalar", a.value() / s, {a}, [s](const Array& g, const Node&, Grads& d) { d[0] = g / s; });
+}
+
+// x^p as PyTorch computes it: the common exponents by their own formula (x * x,
+// sqrt(x), 1 / x, ...), which differ from std::pow at the edges: sqrt(-inf) is
+// NaN where std::pow(-inf, 0.5) is inf.
+static Array pow_values(const Array& x, float p) {
+  if (p == 2.0f) return x * x;
+  if (p == 3.0f) return x * x * x;
+  if (p == 0.5f) return xt::sqrt(x);
+  if (p == -0.5f) return 1.0f / xt::sqrt(x);
+  if (p == -1.0f) return 1.0f / x;
+  if (p == -2.0f) return 1.0f / (x * x);
+  return xt::pow(x, p);
+}
+
 Tensor pow(const Tensor& a, float p) {
-  return record("pow", xt::pow(a.value(), p), {a}, [p](const Array& g, const Node& n, Grads& d) {
+  return record("pow", pow_values(a.value(), p), {a}, [p](const Array& g, const Node& n, Grads& d) {
                   if (p == 0.0f)  // x^0 is constant: 0 also at x = 0, where p x^(p-1) is 0 * inf (as PyTorch)
                     d[0] = xt::zeros<float>(n.input_shape(0));
                   else
-                    d[0] = g * p * xt::pow(n.input(0), p - 1.0f);
+                    d[0] = g * (p * pow_values(n.input(0), p - 1.0f));
                 });
 }
 
@@ -226,7 +271,7 @@ Tensor operator*(float s, const Tensor& a) {
   return mul(a, s);
 }
 Tensor operator/(const Tensor& a, float s) {
-  return mul(a, 1.0f / s);
+  return div(a, s);
 }
 Tensor operator/(float s, const Tensor& a) {
   return mul(pow(a, -1.0f), s);
@@ -261,14 +306,17 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 Tensor relu(const Tensor& a) {
-  return record("relu", xt::maximum(a.value(), 0.0f), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  d[0] = xt::where(n.input(0) > 0.0f, g, 0.0f);
+  // NaN stays NaN (as PyTorch): max(x, 0) would turn it into 0 and hide it.
+  return record("relu", xt::where(a.value() > 0.0f || xt::isnan(a.value()), a.value(), 0.0f), {a},
+                [](const Array& g, const Node& n, Grads& d) {
+                  d[0] = xt::where(n.input(0) <= 0.0f, 0.0f, g);  // NaN passes g on, as in PyTorch
                 });
 }
 
 Tensor abs(const Tensor& a) {
   return record("abs", xt::abs(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  d[0] = g * xt::sign(n.input(0));  // sign(0) = 0
+                  const Array& x = n.input(0);  // sign(x): 0 at 0, and at NaN (as PyTorch)
+                  d[0] = g * xt::where(x > 0.0f, 1.0f, xt::where(x < 0.0f, -1.0f, 0.0f));
                 });
 }
 
@@ -381,7 +429,9 @@ Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
   // gives the same mask on every platform.
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   Array mask = xt::empty<float>(a.shape());
-  for (float& m : mask) m = static_cast<float>(gen() >> 8) * 0x1p-24f >= p ? scale : 0.0f;
+  gen.draw([&](std::mt19937& e) {
+    for (float& m : mask) m = static_cast<float>(e() >> 8) * 0x1p-24f >= p ? scale : 0.0f;
+  });
   Array out = a.value() * mask;
   return record("dropout", std::move(out), {a}, [mask = std::move(mask)](const Array& g, const Node&, Grads& d) {
                   d[0] = g * mask;
@@ -586,7 +636,7 @@ static Array log_softmax_values(const Array& x, std::size_t ax) {
   if (x.size() == 0) return x;
   Array m = xt::amax(x, {ax}, xt::keep_dims);
   Array shifted = x - m;
-  Array lse = xt::log(xt::sum(xt::exp(shifted), {ax}, xt::keep_dims));
+  Array lse = xt::log(sum_over(xt::exp(shifted), {ax}, true));
   return shifted - lse;
 }
 

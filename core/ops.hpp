@@ -24,6 +24,7 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor neg(const Tensor& a);
 Tensor add(const Tensor& a, float s);
 Tensor mul(const Tensor& a, float s);
+Tensor div(const Tensor& a, float s);
 Tensor pow(const Tensor& a, float exponent);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -148,6 +149,8 @@ Tensor one_hot(const Indices& index, int64_t num_classes = -1);
 // ---- normalization: PyTorch's F.layer_norm. Over the last dims of x, which must
 // equal normalized_shape: y = (x - mean) / sqrt(var + eps) * weight + bias, var
 // biased (divided by n). weight and bias have normalized_shape, or are absent.
+// The mean and variance are computed in double: a row holding 3e38 normalises
+// here where PyTorch's float32 variance overflows and gives NaN.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, float eps = 1e-5f);
 

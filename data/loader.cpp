@@ -35,7 +35,7 @@ BatchSampler::BatchSampler(std::size_t n, BatchOptions options, Generator& gen)
     : BatchSampler(positions(n), options, gen) {}
 
 BatchSampler::BatchSampler(std::vector<int64_t> indices, BatchOptions options, Generator& gen)
-    : indices_(std::move(indices)), order_(indices_), options_(options), gen_(&gen) {
+    : indices_(std::move(indices)), order_(indices_), options_(options), gen_(gen) {
   if (options_.batch_size == 0) throw std::invalid_argument("BatchSampler: batch_size must be > 0; got 0");
 }
 
@@ -52,7 +52,7 @@ BatchSampler::iterator BatchSampler::begin() {
   if (options_.shuffle) {
     order_ = indices_;
     // Fisher-Yates: position i takes one of the i + 1 entries not yet placed.
-    for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[draw_below(*gen_, i)]);
+    for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[draw_below(gen_, i)]);
   }
   return iterator(this, 0);
 }

@@ -39,7 +39,8 @@ struct BatchOptions {
 class BatchSampler {
  public:
   // Batches of positions 0 .. n-1. Throws std::invalid_argument for
-  // batch_size 0. `gen` (used only with shuffle) must outlive the sampler.
+  // batch_size 0. `gen` (used only with shuffle) is a handle: the sampler
+  // shares its state with the caller's copy.
   BatchSampler(std::size_t n, BatchOptions options, Generator& gen = default_generator());
   // Batches of the given positions (a split's train part, say), in this order
   // unless shuffled.
@@ -77,7 +78,7 @@ class BatchSampler {
   std::vector<int64_t> indices_;  // as given
   std::vector<int64_t> order_;    // this pass's order
   BatchOptions options_;
-  Generator* gen_;
+  Generator gen_;
 };
 
 // Rows of `items` (along dim 0) at the given positions, in that order:

@@ -10,14 +10,18 @@ Tensor uniform_(Tensor t, float low, float high, Generator& gen) {
     throw std::invalid_argument("uniform_: low " + std::to_string(low) + " is greater than high " +
                                 std::to_string(high));
   std::uniform_real_distribution<float> dist(low, high);
-  for (float& x : t.value_mut()) x = low == high ? low : dist(gen);
+  gen.draw([&](std::mt19937& e) {
+    for (float& x : t.value_mut()) x = low == high ? low : dist(e);
+  });
   return t;
 }
 
 Tensor normal_(Tensor t, float mean, float std, Generator& gen) {
   if (!(std >= 0.0f)) throw std::invalid_argument("normal_: std " + std::to_string(std) + " is negative");
   std::normal_distribution<float> dist(mean, std);
-  for (float& x : t.value_mut()) x = std == 0.0f ? mean : dist(gen);
+  gen.draw([&](std::mt19937& e) {
+    for (float& x : t.value_mut()) x = std == 0.0f ? mean : dist(e);
+  });
   return t;
 }
 

@@ -12,10 +12,11 @@ static float checked_p(float p) {
 }
 
 Dropout::Dropout(float p) : p_(checked_p(p)) {}
-Dropout::Dropout(float p, Generator& gen) : p_(checked_p(p)), gen_(&gen) {}
+Dropout::Dropout(float p, Generator gen) : p_(checked_p(p)), gen_(std::move(gen)) {}
 
 Tensor Dropout::forward(const Tensor& x) const {
-  return tg::dropout(x, p_, is_training(), gen_ ? *gen_ : default_generator());
+  Generator gen = gen_ ? *gen_ : default_generator();  // a handle: the same state
+  return tg::dropout(x, p_, is_training(), gen);
 }
 
 }  // namespace tg::nn

@@ -49,12 +49,12 @@ class Flatten : public Module {
 
 // While training, zeroes each element with probability p and scales the rest by
 // 1 / (1 - p) (see tg::dropout); after eval() it is the identity. The mask is
-// drawn from the generator given to the constructor, which must outlive the
-// module, or else from tg::default_generator() of the thread that calls forward().
+// drawn from the generator given to the constructor (a handle: the module shares
+// its state with the caller's copy), or else from tg::default_generator().
 class Dropout : public Module {
  public:
   explicit Dropout(float p = 0.5f);
-  Dropout(float p, Generator& gen);
+  Dropout(float p, Generator gen);
 
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
@@ -63,7 +63,7 @@ class Dropout : public Module {
 
  private:
   float p_;
-  Generator* gen_ = nullptr;
+  std::optional<Generator> gen_;  // none: the default generator
 };
 
 }  // namespace tg::nn

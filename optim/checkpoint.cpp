@@ -27,12 +27,6 @@ void add_with_prefix(Map& to, const Map& from, const std::string& prefix) {
   for (const auto& [key, value] : from) to.emplace(prefix + key, value);
 }
 
-std::string generator_text(const Generator& gen) {
-  std::ostringstream out;
-  out << gen;
-  return out.str();
-}
-
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& c) {
@@ -54,7 +48,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     contents.push_back("scheduler");
   }
   if (c.generator) {
-    meta["generator"] = generator_text(*c.generator);
+    meta["generator"] = c.generator->state();
     contents.push_back("generator");
   }
   add_with_prefix(tensors, c.tensors, "user.");
@@ -111,14 +105,14 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
       require("generator");
       const auto found = meta.find("generator");
       const std::string text = found == meta.end() ? "" : found->second;
-      Generator gen;
-      std::istringstream in(text);
-      in >> gen;
-      // Whatever this library's operator>> does not read back to the same text
-      // (truncated, not numbers, another library's layout) is refused.
-      if (in.fail() || generator_text(gen) != text)
+      try {
+        Generator().set_state(text);
+      } catch (const std::invalid_argument&) {
         fail("\"generator\" is not a state this library's std::mt19937 wrote");
-      installs.push_back([target = c.generator, gen] { *target = gen; });
+      }
+      // Into the generator's shared state: every holder of it (a Dropout, a
+      // BatchSampler) continues from there.
+      installs.push_back([target = c.generator, text] { target->set_state(text); });
     }
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();

@@ -335,14 +335,14 @@ TEST_SUITE("errors") {
     using E = std::invalid_argument;
     const Tensor w = rig.net.head->weight;
     tg::Generator gen(1);
-    const tg::Generator before = gen;
+    const std::string before = gen.state();
     EXPECT_ERROR(E, tg::dropout(w, 1.5f, true, gen), "dropout: probability has to be between 0 and 1, but got 1.5");
     EXPECT_ERROR(E, nn::Dropout(-0.5f), "Dropout: probability has to be between 0 and 1");
     EXPECT_ERROR(E, tg::multinomial(Tensor({0.5f, -1.0f}), 1, gen), "multinomial", "-1", "finite and >= 0");
     EXPECT_ERROR(E, tg::multinomial(Tensor({0.0f, 0.0f}), 1, true, gen), "multinomial: row 0", "sums to 0");
     EXPECT_ERROR(E, tg::multinomial(Tensor({0.5f, 0.5f}), 3, gen), "multinomial: cannot draw 3 samples");
     EXPECT_ERROR(E, tg::clamp(w, std::nullopt, std::nullopt), "clamp: give at least one of min and max");
-    CHECK(gen == before);
+    CHECK(gen.state() == before);
     check_intact(rig, control);
   }
 
@@ -596,7 +596,7 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(nn::SafetensorsError, tg::load_checkpoint(dir.file("missing.ckpt"), into),
                  "safetensors: " + dir.file("missing.ckpt") + ": cannot open the file");
     CHECK(into.metadata == nn::Metadata{{"epoch", "4"}});
-    CHECK(gen == control_gen);
+    CHECK(gen.state() == control_gen.state());
     check_intact(rig, control);
   }
 

@@ -175,11 +175,11 @@ TEST_SUITE("core.ops.math") {
         },
         {rnd({4, 5})});
 
-    tg::Generator before = g1;
+    const std::string before = g1.state();
     CHECK_THROWS_WITH_AS(tg::dropout(x, 1.5f, true, g1), doctest::Contains("dropout: probability has to be between 0 and 1, but got 1.5"),
                          std::invalid_argument);
     CHECK_THROWS_AS(tg::dropout(x, -0.1f, true, g1), std::invalid_argument);
-    CHECK(g1 == before);
+    CHECK(g1.state() == before);
   }
 
   TEST_CASE("dropout zeroes a fraction p") {
@@ -248,7 +248,7 @@ TEST_SUITE("core.ops.math") {
 
   TEST_CASE("multinomial: bad weights throw before anything is drawn") {
     tg::Generator g(10);
-    const tg::Generator before = g;
+    const std::string before = g.state();
     Tensor ok({0.5f, 0.5f});
     CHECK_THROWS_WITH_AS(tg::multinomial(Tensor({0.5f, -0.1f}), 1, g),
                          doctest::Contains("multinomial: probs of shape [2] holds -0.1"), std::invalid_argument);
@@ -264,7 +264,7 @@ TEST_SUITE("core.ops.math") {
                          std::invalid_argument);
     CHECK_THROWS_AS(tg::multinomial(ok, 0, true, g), std::invalid_argument);
     CHECK_THROWS_AS(tg::multinomial(tg::ones({1, 1, 2}), 1, g), std::invalid_argument);
-    CHECK(g == before);
+    CHECK(g.state() == before);
     CHECK_NOTHROW(tg::multinomial(ok, 3, true, g));  // with replacement, more samples than categories
   }
 }
