@@ -44,8 +44,9 @@ void check_norm_type(const char* layer, float norm_type) {
                                 " must be positive (or infinity)");
 }
 
-Tensor make_weight(std::size_t num, std::size_t dim, std::optional<int64_t> padding_idx, Generator& gen) {
-  Array values = xt::empty<float>(Shape{num, dim});
+Tensor make_weight(const char* layer, std::size_t num, std::size_t dim, std::optional<int64_t> padding_idx,
+                   Generator& gen) {
+  Array values = empty_array(layer, {num, dim});
   advise_huge_pages(values.data(), values.size());  // before normal_ touches the pages
   Tensor w = init::normal_(Tensor(std::move(values)), 0.0f, 1.0f, gen);
   if (padding_idx) std::fill_n(w.value_mut().data() + *padding_idx * dim, dim, 0.0f);
@@ -212,7 +213,7 @@ Embedding::Embedding(std::size_t num_embeddings, std::size_t embedding_dim, Embe
   options_.padding_idx = normalize_padding("Embedding", options_.padding_idx, num_embeddings);
   check_norm_type("Embedding", options_.norm_type);
   weight =
-      register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
+      register_parameter("weight", make_weight("Embedding", num_embeddings, embedding_dim, options_.padding_idx, gen));
 }
 
 Embedding::Embedding(Array w, EmbeddingOptions options, bool requires_grad) : options_(std::move(options)) {
@@ -392,7 +393,7 @@ EmbeddingBag::EmbeddingBag(std::size_t num_embeddings, std::size_t embedding_dim
   options_.padding_idx = normalize_padding("EmbeddingBag", options_.padding_idx, num_embeddings);
   check_norm_type("EmbeddingBag", options_.norm_type);
   weight =
-      register_parameter("weight", make_weight(num_embeddings, embedding_dim, options_.padding_idx, gen));
+      register_parameter("weight", make_weight("EmbeddingBag", num_embeddings, embedding_dim, options_.padding_idx, gen));
 }
 
 EmbeddingBag::EmbeddingBag(Array w, EmbeddingBagOptions options, bool requires_grad)

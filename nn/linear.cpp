@@ -8,8 +8,9 @@
 namespace tg::nn {
 
 Linear::Linear(std::size_t in_features, std::size_t out_features, bool bias, Generator& gen) {
-  weight = register_parameter("weight", zeros({out_features, in_features}));
-  if (bias) this->bias = register_parameter("bias", zeros({out_features}));
+  // Filled by reset_parameters; empty_array names the layer if the size is too large.
+  weight = register_parameter("weight", Tensor(empty_array("Linear", {out_features, in_features})));
+  if (bias) this->bias = register_parameter("bias", Tensor(empty_array("Linear", {out_features})));
   reset_parameters(gen);
 }
 
