@@ -55,6 +55,9 @@ class Embedding : public Module {
   // input of any shape [..] -> [.., dim]. Not const: max_norm rescales rows of weight.
   Tensor forward(const Indices& input);
   Tensor operator()(const Indices& input) { return forward(input); }
+  std::shared_ptr<Module> clone() const override {
+    return copy_into(std::make_shared<Embedding>(Embedding(weight.value(), options_, weight.requires_grad())));
+  }
 
   std::size_t num_embeddings() const { return weight.shape()[0]; }
   std::size_t embedding_dim() const { return weight.shape()[1]; }
@@ -120,6 +123,9 @@ class EmbeddingBag : public Module {
     return forward(input, per_sample_weights);
   }
   Tensor operator()(const data::CsrBatch& batch) { return forward(batch); }
+  std::shared_ptr<Module> clone() const override {
+    return copy_into(std::make_shared<EmbeddingBag>(EmbeddingBag(weight.value(), options_, weight.requires_grad())));
+  }
 
   std::size_t num_embeddings() const { return weight.shape()[0]; }
   std::size_t embedding_dim() const { return weight.shape()[1]; }

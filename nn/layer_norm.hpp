@@ -26,8 +26,10 @@ class LayerNorm : public Module {
   // braces: a size_t overload taking them would make LayerNorm({3, 64}) ambiguous.)
   explicit LayerNorm(std::size_t normalized_size) : LayerNorm(Shape{normalized_size}) {}
 
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
+  std::shared_ptr<Module> clone() const override {
+    return copy_into(std::make_shared<LayerNorm>(normalized_shape_, eps_, weight.has_value()));
+  }
 
   const Shape& normalized_shape() const { return normalized_shape_; }
   float eps() const { return eps_; }

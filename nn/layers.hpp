@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 
 #include "../core/ops.hpp"
 #include "../core/tensor.hpp"
@@ -19,20 +21,20 @@ namespace tg::nn {
 
 class ReLU : public Module {
  public:
-  Tensor forward(const Tensor& x) const { return tg::relu(x); }
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override { return tg::relu(x); }
+  std::shared_ptr<Module> clone() const override { return copy_into(std::make_shared<ReLU>()); }
 };
 
 class Tanh : public Module {
  public:
-  Tensor forward(const Tensor& x) const { return tg::tanh(x); }
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override { return tg::tanh(x); }
+  std::shared_ptr<Module> clone() const override { return copy_into(std::make_shared<Tanh>()); }
 };
 
 class Sigmoid : public Module {
  public:
-  Tensor forward(const Tensor& x) const { return tg::sigmoid(x); }
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override { return tg::sigmoid(x); }
+  std::shared_ptr<Module> clone() const override { return copy_into(std::make_shared<Sigmoid>()); }
 };
 
 // Merges dims start_dim..end_dim. The default keeps dim 0 (the batch) and
@@ -40,8 +42,10 @@ class Sigmoid : public Module {
 class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim_(start_dim), end_dim_(end_dim) {}
-  Tensor forward(const Tensor& x) const { return tg::flatten(x, start_dim_, end_dim_); }
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override { return tg::flatten(x, start_dim_, end_dim_); }
+  std::shared_ptr<Module> clone() const override {
+    return copy_into(std::make_shared<Flatten>(start_dim_, end_dim_));
+  }
 
  private:
   int64_t start_dim_, end_dim_;
@@ -56,8 +60,10 @@ class Dropout : public Module {
   explicit Dropout(float p = 0.5f);
   Dropout(float p, Generator gen);
 
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
+  std::shared_ptr<Module> clone() const override {  // shares the generator, as a copy of its handle
+    return copy_into(gen_ ? std::make_shared<Dropout>(p_, *gen_) : std::make_shared<Dropout>(p_));
+  }
 
   float p() const { return p_; }
 

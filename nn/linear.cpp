@@ -14,6 +14,11 @@ Linear::Linear(std::size_t in_features, std::size_t out_features, bool bias, Gen
   reset_parameters(gen);
 }
 
+std::shared_ptr<Module> Linear::clone() const {
+  Generator unused;  // the values are copied over the fresh initialisation
+  return copy_into(std::make_shared<Linear>(in_features(), out_features(), bias.has_value(), unused));
+}
+
 void Linear::reset_parameters(Generator& gen) {
   init::kaiming_uniform_(weight, std::sqrt(5.0f), gen);
   if (bias) {

@@ -20,8 +20,8 @@ class Linear : public Module {
   Linear(std::size_t in_features, std::size_t out_features, bool bias = true,
          Generator& gen = default_generator());
 
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
+  std::shared_ptr<Module> clone() const override;
 
   // Re-draws the weights as the constructor does.
   void reset_parameters(Generator& gen = default_generator());

@@ -1,5 +1,6 @@
 #include "module.hpp"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -34,11 +35,38 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+Tensor Module::forward(const Tensor&) const {
+  throw std::logic_error("Module::forward: this module does not override Tensor forward(const Tensor&) const; "
+                         "a module of your own defines it, others have forward()s for their own inputs");
+}
+
+std::shared_ptr<Module> Module::clone() const {
+  throw std::logic_error("Module::clone: this module does not override clone(); a module of your own returns "
+                         "copy_into(std::make_shared<YourModule>(...)) from it");
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::all_named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out = parameters_;
   for (const auto& [prefix, child] : children_)
-    for (auto& [name, t] : child->named_parameters()) out.emplace_back(prefix + "." + name, t);
+    for (auto& [name, t] : child->all_named_parameters()) out.emplace_back(prefix + "." + name, t);
   return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, t] : all_named_parameters()) {
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.second.is_same(t); });
+    if (!seen) out.emplace_back(std::move(name), std::move(t));
+  }
+  return out;
+}
+
+void Module::copy_state_to(Module& fresh) const {
+  fresh.load_state_dict(state_dict());  // checks that the names and shapes match
+  std::map<std::string, bool> wants_grad;
+  for (const auto& [name, t] : all_named_parameters()) wants_grad[name] = t.requires_grad();
+  for (auto& [name, t] : fresh.all_named_parameters()) t.set_requires_grad(wants_grad.at(name));
+  fresh.train(is_training());
 }
 
 std::vector<Tensor> Module::parameters() const {
@@ -58,7 +86,7 @@ void Module::train(bool on) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (const auto& [name, t] : named_parameters()) out.emplace(name, t.value());
+  for (const auto& [name, t] : all_named_parameters()) out.emplace(name, t.value());
   return out;
 }
 
@@ -70,7 +98,7 @@ static std::string join(const std::vector<std::string>& items) {
 }
 
 void Module::check_state_dict(const StateDict& state, bool strict) const {
-  const auto params = named_parameters();
+  const auto params = all_named_parameters();
   std::set<std::string> known;
   std::vector<std::string> missing, unexpected, wrong_shape;
   for (const auto& [name, t] : params) {
@@ -102,7 +130,7 @@ void Module::check_state_dict(const StateDict& state, bool strict) const {
 void Module::load_state_dict(const StateDict& state, bool strict) {
   check_state_dict(state, strict);
   // Everything fits: only now touch the parameters.
-  auto params = named_parameters();
+  auto params = all_named_parameters();
   NoGradGuard no_grad;
   for (auto& [name, t] : params)
     if (auto it = state.find(name); it != state.end()) t.copy_(it->second);

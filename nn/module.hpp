@@ -1,15 +1,22 @@
 // Module: the base of every layer. It keeps named parameters and submodules, so
-// a model can list, zero, save and load all of its weights.
+// a model can list, zero, save, load and clone all of its weights.
 //
 //   struct Model : tg::nn::Module {
-//     std::shared_ptr<tg::nn::Embedding> emb;
-//     std::shared_ptr<tg::nn::Linear> fc;
+//     std::shared_ptr<tg::nn::Linear> fc1, fc2;
 //     Model() {
-//       emb = register_module("emb", std::make_shared<tg::nn::Embedding>(1000, 16));
-//       fc = register_module("fc", std::make_shared<tg::nn::Linear>(16, 2));
+//       fc1 = register_module("fc1", tg::nn::Linear(16, 32));   // moved in, or
+//       fc2 = register_module("fc2", std::make_shared<tg::nn::Linear>(32, 2));  // a handle
 //     }
+//     tg::Tensor forward(const tg::Tensor& x) const override { return (*fc2)(tg::relu((*fc1)(x))); }
 //   };
-//   model.named_parameters();  // emb.weight, fc.weight, fc.bias
+//   Model model;
+//   tg::Tensor y = model(x);     // calls forward
+//   model.named_parameters();    // fc1.weight, fc1.bias, fc2.weight, fc2.bias
+//
+// A module is not copyable: a copy would share its parameters with the original
+// (they are handles), so `Model copy = model;` does not compile. clone() gives an
+// independent copy; a module of your own gets one by overriding clone() (see
+// below). Moving a module is fine.
 //
 // Parameters are Tensor handles: the one a layer keeps in its public `weight`
 // member is the same tensor as the registered one, so writing values through it
@@ -18,13 +25,17 @@
 //
 // Differences from PyTorch:
 //   - state_dict() returns copies of the values (PyTorch's share storage).
+//   - forward() of the base takes one Tensor; modules that take other inputs
+//     (Embedding's Indices, EmbeddingBag's bags) have forward()s of their own.
 //   - zero_grad() empties the gradients, like PyTorch's zero_grad(set_to_none=True).
 //   - there are no buffers: modules here only hold parameters.
 #pragma once
 
+#include <concepts>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,7 +48,25 @@ using StateDict = std::map<std::string, Array>;
 
 class Module {
  public:
+  Module() = default;
   virtual ~Module() = default;
+  Module(const Module&) = delete;  // would share the parameters: use clone() for a copy
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = default;
+  Module& operator=(Module&&) = default;
+
+  // The module's computation on one Tensor; a module of your own overrides it
+  // (`const override`) and is then callable: model(x). The base throws std::logic_error.
+  virtual Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+  // An independent copy, as libtorch's clone(): the same layers, parameters with
+  // the same values and requires_grad but their own storage, no gradients, the
+  // same training mode. Every layer here has one. A module of your own
+  // overrides it with a new module built the same way, filled by copy_into():
+  //   std::shared_ptr<Module> clone() const override { return copy_into(std::make_shared<Model>()); }
+  // The base throws std::logic_error.
+  virtual std::shared_ptr<Module> clone() const;
 
   // Adds a parameter under `name` (no dots, unique in this module) and returns
   // its handle. Sets requires_grad as asked, and the tensor's name() to `name`
@@ -45,14 +74,23 @@ class Module {
   // which tape listings, graphs and in-place-write errors then show.
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
 
-  // Adds a submodule; its parameters appear as "<name>.<their name>".
+  // Adds a submodule; its parameters appear as "<name>.<their name>". Pass a
+  // std::shared_ptr, or the module itself (moved in); the handle is returned.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
     return module;
   }
+  template <class M>
+    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  std::shared_ptr<std::remove_cvref_t<M>> register_module(const std::string& name, M&& module) {
+    return register_module(name, std::make_shared<std::remove_cvref_t<M>>(std::forward<M>(module)));
+  }
 
-  // This module's parameters first, then each submodule's, in registration order.
+  // This module's parameters first, then each submodule's, in registration
+  // order. A tensor registered twice (one module under two names, say) is
+  // listed once, under its first name, as in PyTorch: an optimizer or
+  // clip_grad_norm_ given parameters() sees each parameter once.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
 
@@ -64,6 +102,7 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // Every name, a shared tensor under each of its names (as PyTorch's).
   StateDict state_dict() const;
   // Copies `state` into the parameters. First checks everything: if a name is
   // missing, unexpected, or has the wrong shape, throws std::invalid_argument
@@ -77,7 +116,19 @@ class Module {
   void save(const std::string& path) const;
   void load(const std::string& path);
 
+ protected:
+  // For clone(): copies this module's parameter values, requires_grad and
+  // training mode into `fresh`, a new module of the same structure, and returns it.
+  template <class M>
+  std::shared_ptr<M> copy_into(std::shared_ptr<M> fresh) const {
+    copy_state_to(*fresh);
+    return fresh;
+  }
+
  private:
+  void copy_state_to(Module& fresh) const;
+  // Every (name, parameter), a tensor registered twice under each of its names.
+  std::vector<std::pair<std::string, Tensor>> all_named_parameters() const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name) const;
 

@@ -22,4 +22,11 @@ Tensor Sequential::forward(const Indices& x) const {
   return run_from(1, steps_[0].on_indices(x));
 }
 
+std::shared_ptr<Module> Sequential::clone() const {
+  auto copy = std::make_shared<Sequential>();
+  for (const Step& step : steps_) step.push_clone(*copy, *step.module);
+  copy->train(is_training());
+  return copy;
+}
+
 }  // namespace tg::nn

@@ -15,8 +15,8 @@
 //                         tg::nn::Tanh(), tg::nn::Linear(200, 27));
 //   tg::Tensor logits = lm(context);          // context: Indices [B, 3]
 //
-// A module given by value is moved (or copied) in; a copy of a module shares
-// its parameters with the original, as every Module copy does. Pass a
+// A module given by value is moved in (modules cannot be copied: a copy would
+// share their parameters; clone() makes an independent one). Pass a
 // std::shared_ptr to keep a handle of your own. train()/eval() reach every child.
 #pragma once
 
@@ -58,6 +58,8 @@ class Sequential : public Module {
     Step step;
     if constexpr (TakesTensor<M>) step.on_tensor = [module](const Tensor& x) { return module->forward(x); };
     if constexpr (TakesIndices<M>) step.on_indices = [module](const Indices& x) { return module->forward(x); };
+    // clone() appends a clone of this module the same way, as an M.
+    step.push_clone = [](Sequential& to, const Module& m) { to.push_back(std::static_pointer_cast<M>(m.clone())); };
     if (!step.on_tensor && !steps_.empty())
       throw std::invalid_argument("Sequential: module " + std::to_string(steps_.size()) +
                                   " takes Indices, not a Tensor, so it can only come first");
@@ -71,10 +73,11 @@ class Sequential : public Module {
     return push_back(std::make_shared<std::remove_cvref_t<M>>(std::forward<M>(module)));
   }
 
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   Tensor forward(const Indices& x) const;  // the first module takes Indices
   Tensor operator()(const Tensor& x) const { return forward(x); }
   Tensor operator()(const Indices& x) const { return forward(x); }
+  std::shared_ptr<Module> clone() const override;
 
   std::size_t size() const { return steps_.size(); }
   // Child i as the module type it is (throws std::out_of_range or, for another
@@ -98,6 +101,7 @@ class Sequential : public Module {
     std::shared_ptr<Module> module;
     std::function<Tensor(const Tensor&)> on_tensor;     // empty if it does not take a Tensor
     std::function<Tensor(const Indices&)> on_indices;  // empty if it does not take Indices
+    std::function<void(Sequential&, const Module&)> push_clone;
   };
   Tensor run_from(std::size_t first, Tensor x) const;
 

@@ -132,12 +132,12 @@ TEST_SUITE("nn") {
     CHECK(seq.named_parameters()[0].second.name() == "0.weight");
 
     // A name the user gave stays.
-    nn::Linear fc(2, 2, false, gen);
-    fc.weight.set_name("encoder");
+    auto fc = std::make_shared<nn::Linear>(2, 2, false, gen);
+    fc->weight.set_name("encoder");
     struct Holder : nn::Module {
-      explicit Holder(const nn::Linear& fc) { register_module("fc", std::make_shared<nn::Linear>(fc)); }
+      explicit Holder(std::shared_ptr<nn::Linear> fc) { register_module("fc", std::move(fc)); }
     } holder(fc);
-    CHECK(fc.weight.name() == "encoder");
+    CHECK(fc->weight.name() == "encoder");
 
     // An in-place write between forward and backward names the parameter.
     Tensor loss = tg::sum(model.forward(Indices{1, 2}));
