@@ -70,19 +70,29 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
   CsvData data;
   std::vector<float> features;
   std::vector<int64_t> labels;
-  std::size_t columns = 0, label = 0;  // known from the first line
-  int64_t line_number = 0;
+  std::vector<std::string> header;
   bool header_pending = options.header;
+  std::size_t columns = 0, label = 0;  // known from the first data line
+  int64_t line_number = 0;
   std::string line;
   while (std::getline(in, line)) {
     ++line_number;
     if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);  // a UTF-8 byte order mark
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (trim(line).empty()) continue;
+    if (static_cast<std::size_t>(line_number) <= options.skip_rows || trim(line).empty()) continue;
     const std::vector<std::string_view> fields = split(line, options.delimiter);
     auto fail = [&](const std::string& reason) { throw FileError("csv", path, line_number, reason); };
 
-    if (columns == 0) {  // the first line sets the number of columns and which one is the label
+    if (header_pending) {  // kept aside: whether it names the columns is known at the first data line
+      header_pending = false;
+      for (std::string_view f : fields) {
+        std::string name(f);
+        if (name.size() >= 2 && name.front() == '"' && name.back() == '"') name = name.substr(1, name.size() - 2);
+        header.push_back(name);
+      }
+      continue;
+    }
+    if (columns == 0) {  // the first data line sets the number of columns and which one is the label
       columns = fields.size();
       if (columns < 2)
         fail("found 1 column; a CSV here needs feature columns and a label column (delimiter '" +
@@ -93,18 +103,11 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
         fail("label_column " + std::to_string(options.label_column) + " is outside the " +
              std::to_string(columns) + " columns");
       label = static_cast<std::size_t>(c);
+      if (header.size() == columns)
+        for (std::size_t i = 0; i < columns; ++i)
+          (i == label ? data.label_name : data.feature_names.emplace_back()) = header[i];
     } else if (fields.size() != columns) {
-      fail(std::to_string(fields.size()) + " fields, but the first line has " + std::to_string(columns));
-    }
-    if (header_pending) {
-      header_pending = false;
-      for (std::size_t i = 0; i < columns; ++i) {
-        std::string name(fields[i]);
-        if (name.size() >= 2 && name.front() == '"' && name.back() == '"')
-          name = name.substr(1, name.size() - 2);
-        (i == label ? data.label_name : data.feature_names.emplace_back()) = name;
-      }
-      continue;
+      fail(std::to_string(fields.size()) + " fields, but the first data line has " + std::to_string(columns));
     }
     for (std::size_t i = 0; i < columns; ++i) {
       // Features are read as float32 directly (no double rounding), labels as double.
@@ -119,7 +122,7 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
                                               : " (" + data.feature_names[i - (i > label)] + ")");
       if (!x) {
         std::string reason = where + ": " + shown(fields[i]) + " is not a finite number";
-        if (line_number == 1) reason += "; if the first line names the columns, pass header = true";
+        if (labels.empty() && !options.header) reason += "; if the first line names the columns, pass header = true";
         fail(reason);
       }
       if (i != label) {

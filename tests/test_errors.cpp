@@ -617,7 +617,7 @@ TEST_SUITE("errors") {
         CHECK(e.line() == line);
       }
     };
-    expect("short_row.csv", "1,2,0\n3,4,1\n5,1\n", 3, "2 fields, but the first line has 3");
+    expect("short_row.csv", "1,2,0\n3,4,1\n5,1\n", 3, "2 fields, but the first data line has 3");
     expect("not_a_number.csv", "1,2,0\n3,x4,1\n", 2, "column 2: 'x4' is not a finite number");
     expect("header.csv", "a,b,y\n1,2,0\n", 1,
            "column 1: 'a' is not a finite number; if the first line names the columns, pass header = true");
@@ -632,6 +632,12 @@ TEST_SUITE("errors") {
     expect("label_column.csv", "1,2,3\n", 1, "label_column 5 is outside the 3 columns", {.label_column = 5});
     expect("empty.csv", "", 0, "empty file");
     expect("header_only.csv", "a,b,y\n\n", 0, "no data rows (2 lines)", {.header = true});
+    expect("skipped_all.csv", "1,2,0\n3,4,1\n", 0, "no data rows (2 lines)", {.skip_rows = 2});
+    // After a header, the data rows set the number of fields; line numbers stay the file's.
+    expect("short_after_header.csv", "n,m\n1,2,0\n3,4\n", 3, "2 fields, but the first data line has 3",
+           {.header = true});
+    expect("after_skipped.csv", "title\n\nx,y\n1,q\n", 4, "column 2 (y): 'q' is not a finite number",
+           {.header = true, .skip_rows = 2});
     EXPECT_ERROR(tg::data::FileError, tg::data::read_csv(dir.file("missing.csv")),
                  "csv: " + dir.file("missing.csv") + ": cannot open file for reading");
   }

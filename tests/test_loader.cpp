@@ -122,6 +122,37 @@ TEST_SUITE("train") {
     CHECK(read_csv(path).features.value()(0, 0) == 0.1f);
   }
 
+  TEST_CASE("read_csv: a header is skipped whatever it holds; skip_rows skips lines before it") {
+    TempDir dir;
+    const std::string path = dir.file("d.csv");
+    // scikit-learn's breast_cancer.csv starts with rows, features and class names.
+    write(path, "2,4,malignant,benign\n1.5,2,3,9,0\n4,5,6,9,1\n");
+    CsvData d = read_csv(path, {.header = true});
+    CHECK(d.features.value() == tg::Array{{1.5f, 2, 3, 9}, {4, 5, 6, 9}});
+    CHECK(d.labels == Indices{0, 1});
+    CHECK(d.feature_names.empty());  // 4 fields for 5 columns: not names
+    CHECK(d.label_name.empty());
+    // A header longer than the rows, or of one field, is skipped the same way.
+    write(path, "a,b,c,d,e,f\n1,2,0\n");
+    CHECK(read_csv(path, {.header = true}).labels == Indices{0});
+    write(path, "my data\n1,2,0\n");
+    CHECK(read_csv(path, {.header = true}).features.value() == tg::Array{{1, 2}});
+
+    // skip_rows counts lines from the top, blank or not; the header is the line after.
+    write(path, "# exported 2026\n\nx,y,label\n1,2,1\n");
+    d = read_csv(path, {.header = true, .skip_rows = 2});
+    CHECK(d.feature_names == std::vector<std::string>{"x", "y"});
+    CHECK(d.label_name == "label");
+    CHECK(d.labels == Indices{1});
+    d = read_csv(path, {.skip_rows = 3});
+    CHECK(d.labels == Indices{1});
+    CHECK(d.feature_names.empty());
+    // The label is the last column unless label_column says otherwise.
+    write(path, "7,8,2\n");
+    CHECK(read_csv(path).labels == Indices{2});
+    CHECK(read_csv(path, {.label_column = 0}).labels == Indices{7});
+  }
+
   TEST_CASE("accuracy: the share of rows whose largest logit is the label") {
     const Tensor logits({{0.1f, 2.0f, -1.0f}, {3.0f, 3.0f, 0.0f}, {0.0f, 0.0f, 5.0f}, {1.0f, 0.0f, 0.0f}});
     CHECK(accuracy(logits, Indices{1, 0, 2, 2}) == 0.75);  // ties go to the first largest: row 1 predicts 0
