@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/array.hpp"
+#include "core/csr_batch.hpp"
 #include "core/debug.hpp"
 #include "core/factories.hpp"
 #include "core/grad.hpp"

@@ -58,7 +58,7 @@ Options parse(int argc, char** argv) {
 void add_documents(bench::Corpus& c, const Docs& docs, const std::vector<int64_t>& order) {
   Docs picked;
   for (int64_t i : order) picked.push_back(docs[static_cast<std::size_t>(i)]);
-  const tg::data::CsrBatch csr = tg::data::to_csr(picked, c.vocab, tg::data::CsrValues::binary);
+  const tg::CsrBatch csr = tg::data::to_csr(picked, c.vocab, tg::data::CsrValues::binary);
   c.ids.assign(csr.indices.begin(), csr.indices.end());
   c.offsets = csr.indptr;
 }

@@ -40,8 +40,8 @@ const Docs& docs_for(std::size_t vocab, int which = 0) {
   return it->second;
 }
 
-tg::data::CsrBatch csr_for(std::size_t vocab, int which = 0) {
-  tg::data::CsrBatch b =
+tg::CsrBatch csr_for(std::size_t vocab, int which = 0) {
+  tg::CsrBatch b =
       tg::data::to_csr(docs_for(vocab, which), static_cast<int64_t>(vocab), tg::data::CsrValues::binary);
   b.values.clear();  // plain bags: every entry counts 1, no per-sample weights
   return b;
@@ -71,7 +71,7 @@ void set_tokens(benchmark::State& state) {
 void BM_EmbeddingBagForward(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::nn::EmbeddingBag bag = make_bag(vocab);
-  const tg::data::CsrBatch input = csr_for(vocab);
+  const tg::CsrBatch input = csr_for(vocab);
   tg::NoGradGuard no_grad;
   for (auto _ : state) benchmark::DoNotOptimize(bag.forward(input).value().data());
   set_tokens(state);
@@ -81,7 +81,7 @@ void BM_EmbeddingBagForward(benchmark::State& state) {
 void BM_EmbeddingBagForwardBackward(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::nn::EmbeddingBag bag = make_bag(vocab);
-  const tg::data::CsrBatch input = csr_for(vocab);
+  const tg::CsrBatch input = csr_for(vocab);
   const tg::Array seed = xt::ones<float>({batch, dim});
   for (auto _ : state) {
     bag.weight.zero_grad();

@@ -21,9 +21,9 @@ namespace {
 
 // Batch b's documents as CSR rows: row i holds document b * batch + i's ids.
 // Values are left empty; the linear path fills them with 1 for data::to_dense.
-tg::data::CsrBatch batch_rows(const bench::Corpus& c, int64_t b, int64_t batch) {
+tg::CsrBatch batch_rows(const bench::Corpus& c, int64_t b, int64_t batch) {
   const int64_t first = c.offsets[b * batch], last = c.offsets[(b + 1) * batch];
-  tg::data::CsrBatch rows;
+  tg::CsrBatch rows;
   rows.num_cols = c.vocab;
   rows.indptr.clear();
   for (int64_t i = 0; i <= batch; ++i) rows.indptr.push_back(c.offsets[b * batch + i] - first);
@@ -84,7 +84,7 @@ int run(const bench::Args& a) {
     bench::PhaseClock clock;
     const int64_t b = s % batches;
     const tg::Indices y = batch_labels(corpus, b, a.batch);
-    tg::data::CsrBatch rows = batch_rows(corpus, b, a.batch);
+    tg::CsrBatch rows = batch_rows(corpus, b, a.batch);
     tg::Tensor hidden;
     if (embedding) {
       // Every entry counts 1 (multi-hot): plain bags, no per-sample weights (values empty).

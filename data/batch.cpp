@@ -36,43 +36,6 @@ void check_ids(const std::vector<std::vector<std::int64_t>>& documents, std::int
 
 }  // namespace
 
-void check_csr(const CsrBatch& batch, std::string_view caller) {
-  auto fail = [&](const std::string& reason) {
-    throw std::invalid_argument(std::string(caller) + ": bad CSR batch: " + reason);
-  };
-  if (batch.num_cols < 0) fail("num_cols " + std::to_string(batch.num_cols) + " < 0");
-  if (batch.indptr.empty()) fail("indptr is empty (it needs rows + 1 entries)");
-  if (batch.indptr[0] != 0) fail("indptr[0] is " + std::to_string(batch.indptr[0]) + ", not 0");
-  if (batch.values.size() != batch.indices.size()) {
-    fail("indices has " + std::to_string(batch.indices.size()) + " entries but values has " +
-         std::to_string(batch.values.size()));
-  }
-  for (std::size_t r = 0; r + 1 < batch.indptr.size(); ++r) {
-    if (batch.indptr[r + 1] < batch.indptr[r]) {
-      fail("indptr decreases at row " + std::to_string(r) + " (" + std::to_string(batch.indptr[r]) + " -> " +
-           std::to_string(batch.indptr[r + 1]) + ")");
-    }
-  }
-  if (batch.indptr.back() != batch.nnz()) {
-    fail("indptr ends at " + std::to_string(batch.indptr.back()) + " but there are " +
-         std::to_string(batch.nnz()) + " indices");
-  }
-  // indptr is now known to stay within [0, nnz], so these reads are in bounds.
-  for (std::int64_t r = 0; r < batch.rows(); ++r) {
-    for (std::int64_t k = batch.indptr[r]; k < batch.indptr[r + 1]; ++k) {
-      std::int64_t col = batch.indices[k];
-      if (col < 0 || col >= batch.num_cols) {
-        fail("row " + std::to_string(r) + ": column " + std::to_string(col) + " outside [0, " +
-             std::to_string(batch.num_cols) + ")");
-      }
-      if (k > batch.indptr[r] && col <= batch.indices[k - 1]) {
-        fail("row " + std::to_string(r) + ": columns not sorted and unique (" +
-             std::to_string(batch.indices[k - 1]) + " then " + std::to_string(col) + ")");
-      }
-    }
-  }
-}
-
 CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols,
                 CsrValues values) {
   check_num_cols(num_cols, "to_csr");
@@ -143,28 +106,6 @@ CsrBatch Tfidf::transform(const CsrBatch& counts) const {
 
 CsrBatch Tfidf::transform(const std::vector<std::vector<std::int64_t>>& documents) const {
   return transform(to_csr(documents, num_cols(), CsrValues::counts));
-}
-
-Bags to_bags(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols) {
-  check_num_cols(num_cols, "to_bags");
-  check_ids(documents, num_cols, "to_bags");
-  Bags bags;
-  bags.offsets.reserve(documents.size());
-  for (const auto& document : documents) {
-    bags.offsets.push_back(static_cast<std::int64_t>(bags.indices.size()));
-    bags.indices.insert(bags.indices.end(), document.begin(), document.end());
-  }
-  bags.per_sample_weights.assign(bags.indices.size(), 1.0f);
-  return bags;
-}
-
-Bags to_bags(const CsrBatch& batch) {
-  check_csr(batch, "to_bags");
-  Bags bags;
-  bags.indices = batch.indices;
-  bags.offsets.assign(batch.indptr.begin(), batch.indptr.end() - 1);
-  bags.per_sample_weights = batch.values;
-  return bags;
 }
 
 xt::xarray<float> to_dense(const CsrBatch& batch) {

@@ -24,7 +24,7 @@ void print_row(const char* title, const tg::Array& a) {  // a is [1, n]
 int main() {
   // 3 documents x 8 words; each document uses only a few of the words.
   const std::size_t vocab = 8, dim = 4;
-  const tg::data::CsrBatch docs = {
+  const tg::CsrBatch docs = {
       .indptr = {0, 2, 5, 7},
       .indices = {0, 3, 1, 3, 6, 2, 7},
       .values = {1, 2, 1, 1, 3, 2, 1},
@@ -55,7 +55,7 @@ int main() {
   tg::Tensor by_linear = fc(tg::Tensor(dense_row));  // [1, vocab] x [vocab, dim] -> [1, dim]
 
   // The bag reads only the listed rows of its table and adds them, each scaled by its count.
-  const tg::data::CsrBatch one_doc = {
+  const tg::CsrBatch one_doc = {
       .indptr = {0, end - begin},
       .indices = {docs.indices.begin() + begin, docs.indices.begin() + end},
       .values = {docs.values.begin() + begin, docs.values.begin() + end},

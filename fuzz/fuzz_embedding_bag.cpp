@@ -190,7 +190,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       out = (*bag)(tg::Indices(xt::adapt(idx, s)), weights);
       for (std::size_t b = 0; b <= rows2d; ++b) starts.push_back(b * (n / rows2d));
     } else if (form == 2) {
-      tg::data::CsrBatch csr{offsets, idx, with_psw ? psw : std::vector<float>{}};
+      tg::CsrBatch csr{offsets, idx, with_psw ? psw : std::vector<float>{}};
       out = (*bag)(csr);
       starts.assign(offsets.begin(), offsets.end());
     } else {

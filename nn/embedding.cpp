@@ -435,7 +435,7 @@ Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& 
                       per_sample_weights);
 }
 
-Tensor EmbeddingBag::forward(const data::CsrBatch& batch) {
+Tensor EmbeddingBag::forward(const CsrBatch& batch) {
   check_weight("EmbeddingBag", weight);
   const std::size_t n = batch.indices.size();
   if (batch.num_cols != 0 && static_cast<uint64_t>(batch.num_cols) != num_embeddings())

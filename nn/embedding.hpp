@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "../core/factories.hpp"
-#include "../data/batch.hpp"
+#include "../core/csr_batch.hpp"
 #include "module.hpp"
 
 namespace tg::nn {
@@ -87,14 +87,13 @@ struct EmbeddingBagOptions {
   bool sparse = true;
 };
 
-// The CSR input is data::CsrBatch (data/batch.hpp), what data::to_csr and
+// The CSR input is CsrBatch (core/csr_batch.hpp), what data::to_csr and
 // Tfidf::transform produce: row i holds the entries indptr[i] .. indptr[i + 1]
 // of indices (columns = rows of the weight) and values. values act as
 // per-sample weights (counts, tf-idf, ...; sum mode only), or may be empty for
 // plain bags. Columns within a row may repeat and come in any order here.
 // num_cols, when not 0, must equal num_embeddings (a vocabulary that does not
 // match the table is an error, even when every index happens to fit).
-using CsrInput [[deprecated("use tg::data::CsrBatch, the one CSR type")]] = data::CsrBatch;
 
 class EmbeddingBag : public Module {
  public:
@@ -113,7 +112,7 @@ class EmbeddingBag : public Module {
   // input [B, N]: B bags of N entries each; per_sample_weights [B, N].
   Tensor forward(const Indices& input, const std::optional<Tensor>& per_sample_weights = std::nullopt);
   // One bag per CSR row -> [rows, dim].
-  Tensor forward(const data::CsrBatch& batch);
+  Tensor forward(const CsrBatch& batch);
 
   Tensor operator()(const Indices& input, const Indices& offsets,
                     const std::optional<Tensor>& per_sample_weights = std::nullopt) {
@@ -122,7 +121,7 @@ class EmbeddingBag : public Module {
   Tensor operator()(const Indices& input, const std::optional<Tensor>& per_sample_weights = std::nullopt) {
     return forward(input, per_sample_weights);
   }
-  Tensor operator()(const data::CsrBatch& batch) { return forward(batch); }
+  Tensor operator()(const CsrBatch& batch) { return forward(batch); }
   std::shared_ptr<Module> clone() const override {
     return copy_into(std::make_shared<EmbeddingBag>(EmbeddingBag(weight.value(), options_, weight.requires_grad())));
   }

@@ -88,7 +88,7 @@ struct Model : tg::nn::Module {
       tg::nn::init::uniform_(bag->weight, -bound, bound, gen);
     }
   }
-  Tensor forward(const tg::data::CsrBatch& rows) {
+  Tensor forward(const tg::CsrBatch& rows) {
     if (bag) return head->forward(tg::tanh(bag->forward(rows)));
     return head->forward(tg::tanh(proj->forward(Tensor(tg::data::to_dense(rows)))));
   }
@@ -137,7 +137,7 @@ int main(int argc, char** argv) try {
         order.push_back(split.train[i]);
       pos = 0;
     }
-    const tg::data::CsrBatch batch = rows(tg::data::take(docs, order, pos, pos + o.batch));
+    const tg::CsrBatch batch = rows(tg::data::take(docs, order, pos, pos + o.batch));
     const tg::Indices y = xt::adapt(tg::data::take(corpus.targets, order, pos, pos + o.batch));
     pos += o.batch;
 

@@ -42,7 +42,7 @@ struct Bow : tg::nn::Module {
                    50, 8, tg::nn::EmbeddingBagOptions{.mode = tg::nn::EmbeddingBagMode::sum}, gen));
     head = register_module("head", std::make_shared<tg::nn::Linear>(8, 2, true, gen));
   }
-  Tensor forward(const tg::data::CsrBatch& docs) { return head->forward(tg::tanh(bag->forward(docs))); }
+  Tensor forward(const tg::CsrBatch& docs) { return head->forward(tg::tanh(bag->forward(docs))); }
 };
 
 int run(int argc, char** argv) {

@@ -22,6 +22,8 @@
 #include "helpers.hpp"
 
 using namespace tg::data;
+using tg::CsrBatch;
+using tg::check_csr;
 using Strings = std::vector<std::string>;
 using Ids = std::vector<std::int64_t>;
 using tg::test::read_file;
@@ -375,23 +377,6 @@ TEST_SUITE("data") {
                          std::invalid_argument);
   }
 
-  TEST_CASE("to_bags: token ids as they come, order and repeats kept") {
-    Bags bags = to_bags(std::vector<Ids>{{3, 1, 3}, {}, {2}}, 4);
-    CHECK(bags.size() == 3);
-    CHECK(bags.indices == Ids{3, 1, 3, 2});
-    CHECK(bags.offsets == Ids{0, 3, 3});
-    CHECK(bags.per_sample_weights == std::vector<float>{1, 1, 1, 1});
-    CHECK_THROWS_AS(to_bags(std::vector<Ids>{{4}}, 4), std::invalid_argument);
-  }
-
-  TEST_CASE("to_bags: from a CSR batch, offsets are indptr without its last entry") {
-    CsrBatch batch = to_csr({{3, 1, 3, 3}, {}, {0, 2, 2}}, 4);
-    Bags bags = to_bags(batch);
-    CHECK(bags.indices == Ids{1, 3, 0, 2});
-    CHECK(bags.offsets == Ids{0, 2, 2});
-    CHECK(bags.per_sample_weights == std::vector<float>{1, 3, 1, 2});
-  }
-
   TEST_CASE("to_dense: the CSR matrix with zeros filled in") {
     CsrBatch batch = to_csr({{3, 1, 3, 3}, {}, {0, 2, 2}}, 4);
     xt::xarray<float> dense = to_dense(batch);
@@ -408,15 +393,11 @@ TEST_SUITE("data") {
     CsrBatch batch = Tfidf::fit({{0, 0, 1}, {1, 2}}, 3).transform(std::vector<Ids>{{0, 0, 1}, {2}, {}});
     const float table[3][2] = {{1, 2}, {3, 4}, {5, 6}};
     xt::xarray<float> dense = to_dense(batch);
-    Bags bags = to_bags(batch);
-    for (std::int64_t b = 0; b < bags.size(); ++b) {
-      std::int64_t end =
-          b + 1 < bags.size() ? bags.offsets[b + 1] : static_cast<std::int64_t>(bags.indices.size());
+    for (std::int64_t b = 0; b < batch.rows(); ++b) {
       for (int d = 0; d < 2; ++d) {
         float bag_sum = 0, dense_sum = 0;
-        for (std::int64_t k = bags.offsets[b]; k < end; ++k) {
-          bag_sum += bags.per_sample_weights[k] * table[bags.indices[k]][d];
-        }
+        for (std::int64_t k = batch.indptr[b]; k < batch.indptr[b + 1]; ++k)
+          bag_sum += batch.values[k] * table[batch.indices[k]][d];
         for (std::size_t c = 0; c < 3; ++c) dense_sum += dense(b, c) * table[c][d];
         CHECK(bag_sum == doctest::Approx(dense_sum));
       }
@@ -440,8 +421,8 @@ TEST_SUITE("data") {
     CHECK_THROWS_AS(to_dense(decreasing), std::invalid_argument);
     CsrBatch short_end = good;
     short_end.indptr.back() = 2;
-    CHECK_THROWS_WITH_AS(to_bags(short_end),
-                         "to_bags: bad CSR batch: indptr ends at 2 but there are 3 indices",
+    CHECK_THROWS_WITH_AS(to_dense(short_end),
+                         "to_dense: bad CSR batch: indptr ends at 2 but there are 3 indices",
                          std::invalid_argument);
     CsrBatch past_end = good;
     past_end.indptr.back() = 99;

@@ -15,7 +15,7 @@ namespace {
 constexpr std::size_t V = 40, D = 8, C = 3, B = 4;
 
 struct Batch {
-  tg::data::CsrBatch csr;  // counts, for the EmbeddingBag
+  tg::CsrBatch csr;  // counts, for the EmbeddingBag
   Array dense;             // the same counts as [B, V] rows, for the Linear
   tg::Indices y;
 };

@@ -310,7 +310,7 @@ TEST_SUITE("errors") {
     EXPECT_ERROR(E, bag(Indices{0, 6}, Indices{0}), "EmbeddingBag: index 6 out of range for size 6");
     EXPECT_ERROR(E, bag(Indices{-2, 1}, Indices{0}), "EmbeddingBag: index -2");
     EXPECT_ERROR(E, bag(Indices{{0, 9}}), "EmbeddingBag: index 9");
-    EXPECT_ERROR(E, bag(tg::data::CsrBatch{{0, 2}, {1, -3}, {}}), "EmbeddingBag: index -3");
+    EXPECT_ERROR(E, bag(tg::CsrBatch{{0, 2}, {1, -3}, {}}), "EmbeddingBag: index -3");
     EXPECT_ERROR(E, tg::index_select(w, 0, Indices{1, 2}), "index_select: index 2 out of range for size 2");
     EXPECT_ERROR(E, tg::index_select(w, 0, Indices{-1}), "index_select: index -1");
     EXPECT_ERROR(E, tg::one_hot(Indices{0, 3}, 3), "one_hot: index 3 out of range for size 3");
@@ -359,12 +359,12 @@ TEST_SUITE("errors") {
                  "EmbeddingBag: offsets[1] = 7 is past the end of the input (6 indices)");
     EXPECT_ERROR(Bad, bag(words, Indices{{0, 2}}), "EmbeddingBag: offsets must be 1-D; got shape [1, 2]");
     // CSR indptr follows the same rules, plus it must end at the number of indices.
-    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{1, 3}, {0, 1, 2}, {}}),
+    EXPECT_ERROR(Bad, bag(tg::CsrBatch{{1, 3}, {0, 1, 2}, {}}),
                  "EmbeddingBag: offsets[0] must be 0; got 1");
-    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{0, 3, 1, 3}, {0, 1, 2}, {}}), "offsets must not decrease");
-    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{0, 2}, {0, 1, 2}, {}}),
+    EXPECT_ERROR(Bad, bag(tg::CsrBatch{{0, 3, 1, 3}, {0, 1, 2}, {}}), "offsets must not decrease");
+    EXPECT_ERROR(Bad, bag(tg::CsrBatch{{0, 2}, {0, 1, 2}, {}}),
                  "CSR indptr must end at the number of indices (3); got 2");
-    EXPECT_ERROR(Bad, bag(tg::data::CsrBatch{{}, {}, {}}), "CSR indptr", "empty indptr");
+    EXPECT_ERROR(Bad, bag(tg::CsrBatch{{}, {}, {}}), "CSR indptr", "empty indptr");
     // A batch from a vocabulary of another size than the table, even when every index fits.
     EXPECT_ERROR(Bad, bag(tg::data::to_csr({{0, 1}, {2}}, 5)),
                  "EmbeddingBag: a CSR batch of 5 columns for a table of 6 rows");
@@ -392,7 +392,7 @@ TEST_SUITE("errors") {
                  "EmbeddingBag: per_sample_weights of shape [5] for input of shape [6]");
     EXPECT_ERROR(E, bag(Indices{{0, 1, 2}, {3, 4, 5}}, Tensor(xt::ones<float>({3, 2}))),
                  "per_sample_weights of shape [3, 2] for input of shape [2, 3]");
-    EXPECT_ERROR(E, bag(tg::data::CsrBatch{{0, 3}, {0, 1, 2}, {1.0f, 2.0f}}),
+    EXPECT_ERROR(E, bag(tg::CsrBatch{{0, 3}, {0, 1, 2}, {1.0f, 2.0f}}),
                  "EmbeddingBag: CSR has 2 values for 3 indices");
     CHECK(five.grad().empty());
 
@@ -402,7 +402,7 @@ TEST_SUITE("errors") {
       const char* name = mode == nn::EmbeddingBagMode::mean ? "'mean'" : "'max'";
       EXPECT_ERROR(E, other(words, offsets, six), "per_sample_weights are only supported for mode 'sum'",
                    name);
-      EXPECT_ERROR(E, other(tg::data::CsrBatch{{0, 6}, {0, 1, 2, 3, 4, 5}, {1, 1, 1, 1, 1, 1}}),
+      EXPECT_ERROR(E, other(tg::CsrBatch{{0, 6}, {0, 1, 2, 3, 4, 5}, {1, 1, 1, 1, 1, 1}}),
                    "CSR values act as per-sample weights", name);
       CHECK(other.weight.value() == before);
     }

@@ -73,7 +73,7 @@ nn::EmbeddingBagOptions bag_options(const json& c, bool sparse) {
 }
 
 // A CSR batch and the same rows as a dense [rows, cols] matrix.
-Array densify(const tg::data::CsrBatch& csr, std::size_t cols) {
+Array densify(const tg::CsrBatch& csr, std::size_t cols) {
   Array out = xt::zeros<float>({csr.indptr.size() - 1, cols});
   for (std::size_t r = 0; r + 1 < csr.indptr.size(); ++r)
     for (int64_t k = csr.indptr[r]; k < csr.indptr[r + 1]; ++k) out(r, csr.indices[k]) += csr.values[k];
@@ -218,10 +218,10 @@ TEST_SUITE("nn") {
     tg::Generator gen(4);
     const std::size_t vocab = 9, dim = 4;
     // Three documents; the second repeats column 3 (scipy sums repeats too).
-    const tg::data::CsrBatch counts{{0, 3, 6, 7}, {1, 4, 8, 3, 0, 3, 5}, {2, 1, 1, 1, 3, 2, 4}};
-    const tg::data::CsrBatch tfidf{
+    const tg::CsrBatch counts{{0, 3, 6, 7}, {1, 4, 8, 3, 0, 3, 5}, {2, 1, 1, 1, 3, 2, 4}};
+    const tg::CsrBatch tfidf{
         counts.indptr, counts.indices, {0.31f, -1.2f, 0.05f, 2.5f, 0.7f, 0.4f, 1.9f}};
-    for (const tg::data::CsrBatch* csr : {&counts, &tfidf}) {
+    for (const tg::CsrBatch* csr : {&counts, &tfidf}) {
       nn::Linear fc(vocab, dim, /*bias=*/false, gen);
       auto bag = nn::EmbeddingBag::from_pretrained(transposed(fc.weight.value()),
                                                    {.mode = nn::EmbeddingBagMode::sum}, /*freeze=*/false);
@@ -434,23 +434,23 @@ TEST_SUITE("nn") {
     nn::EmbeddingBag bag(6, 3, {.mode = nn::EmbeddingBagMode::sum, .max_norm = 0.01f});
     const Array before = bag.weight.value();
     using doctest::Contains;
-    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{0, 2}, {1, 2, 3}, {}}),
+    CHECK_THROWS_WITH_AS(bag(tg::CsrBatch{{0, 2}, {1, 2, 3}, {}}),
                          Contains("CSR indptr must end at the number of indices (3); got 2"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{}, {}, {}}), Contains("got an empty indptr"),
+    CHECK_THROWS_WITH_AS(bag(tg::CsrBatch{{}, {}, {}}), Contains("got an empty indptr"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{1, 3}, {1, 2, 3}, {}}),
+    CHECK_THROWS_WITH_AS(bag(tg::CsrBatch{{1, 3}, {1, 2, 3}, {}}),
                          Contains("offsets[0] must be 0; got 1"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{0, 2, 1, 3}, {1, 2, 3}, {}}), Contains("must not decrease"),
+    CHECK_THROWS_WITH_AS(bag(tg::CsrBatch{{0, 2, 1, 3}, {1, 2, 3}, {}}), Contains("must not decrease"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{0, 3}, {1, 7, 3}, {}}), Contains("EmbeddingBag: index 7"),
+    CHECK_THROWS_WITH_AS(bag(tg::CsrBatch{{0, 3}, {1, 7, 3}, {}}), Contains("EmbeddingBag: index 7"),
                          std::out_of_range);
-    CHECK_THROWS_WITH_AS(bag(tg::data::CsrBatch{{0, 3}, {1, 2, 3}, {1.0f}}),
+    CHECK_THROWS_WITH_AS(bag(tg::CsrBatch{{0, 3}, {1, 2, 3}, {1.0f}}),
                          Contains("CSR has 1 values for 3 indices"), std::invalid_argument);
     nn::EmbeddingBag max_bag(6, 3, {.mode = nn::EmbeddingBagMode::max});
-    CHECK_THROWS_WITH_AS(max_bag(tg::data::CsrBatch{{0, 1}, {1}, {2.0f}}),
+    CHECK_THROWS_WITH_AS(max_bag(tg::CsrBatch{{0, 1}, {1}, {2.0f}}),
                          Contains("only supported for mode 'sum' (got 'max')"), std::invalid_argument);
-    CHECK(max_bag(tg::data::CsrBatch{{0, 1}, {1}, {}}).shape() == tg::Shape{1, 3});  // plain bags are fine
+    CHECK(max_bag(tg::CsrBatch{{0, 1}, {1}, {}}).shape() == tg::Shape{1, 3});  // plain bags are fine
     CHECK(bag.weight.value() == before);
     CHECK(bag.weight.grad().empty());
   }
@@ -508,7 +508,7 @@ TEST_SUITE("nn") {
     CHECK_THROWS_WITH_AS(bag(Indices{0, 1}, Indices{0}), Contains("EmbeddingBag: weight must be 2-D"),
                          std::invalid_argument);
     CHECK_THROWS_AS(bag(Indices{{0, 1}}), std::invalid_argument);
-    CHECK_THROWS_AS(bag(tg::data::CsrBatch{{0, 1}, {0}, {}}), std::invalid_argument);
+    CHECK_THROWS_AS(bag(tg::CsrBatch{{0, 1}, {0}, {}}), std::invalid_argument);
     CHECK(emb.weight.grad().empty());
     CHECK(bag.weight.grad().empty());
   }

@@ -170,7 +170,7 @@ struct Featurizer {
   std::string values;
   tg::data::Tfidf tfidf;
 
-  tg::data::CsrBatch rows(const Docs& docs) const {
+  tg::CsrBatch rows(const Docs& docs) const {
     if (values == "tfidf") return tfidf.transform(docs);
     return tg::data::to_csr(docs, vocab,
                             values == "binary" ? tg::data::CsrValues::binary : tg::data::CsrValues::counts);

@@ -34,7 +34,7 @@ struct EmbeddingModel : tg::nn::Module {
     head = register_module("head", std::make_shared<tg::nn::Linear>(dim, classes, true, gen));
   }
 
-  tg::Tensor forward(const tg::data::CsrBatch& batch) { return head->forward(tg::tanh(bag->forward(batch))); }
+  tg::Tensor forward(const tg::CsrBatch& batch) { return head->forward(tg::tanh(bag->forward(batch))); }
 };
 
 struct LinearModel : tg::nn::Module {
