@@ -661,6 +661,13 @@ Tensor softmax(const Tensor& a, int64_t dim) {
 
 // -------------------------------------------------------------------- shape
 
+// Marks the result of an op whose PyTorch counterpart returns a view: it is a
+// copy here, so Tensor::value_mut() on it throws instead of writing into a copy.
+static Tensor copy_of_view(Tensor t, const char* op) {
+  t.impl()->copy_of_view = op;
+  return t;
+}
+
 Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
   Shape out_shape(shape.size());
   std::size_t known = 1;
@@ -688,11 +695,12 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
                                 std::to_string(a.numel()) + " elements of " + shape_str(a.shape()));
   Array out = a.value();
   out.reshape(out_shape);
-  return record("reshape", std::move(out), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  Array gi = g;
-                  gi.reshape(n.input_shape(0));
-                  d[0] = std::move(gi);
-                });
+  return copy_of_view(record("reshape", std::move(out), {a}, [](const Array& g, const Node& n, Grads& d) {
+                       Array gi = g;
+                       gi.reshape(n.input_shape(0));
+                       d[0] = std::move(gi);
+                     }),
+                     "reshape");
 }
 
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
@@ -701,9 +709,9 @@ Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
   std::vector<std::size_t> perm(a.dim());
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[d0], perm[d1]);  // swapping two axes is its own inverse
-  return record("transpose", xt::transpose(a.value(), perm), {a}, [perm](const Array& g, const Node& n, Grads& d) {
-                  d[0] = xt::transpose(g, perm);
-                });
+  return copy_of_view(record("transpose", xt::transpose(a.value(), perm), {a},
+                            [perm](const Array& g, const Node&, Grads& d) { d[0] = xt::transpose(g, perm); }),
+                     "transpose");
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
@@ -712,7 +720,7 @@ Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
       if (d != 0 && d != -1)
         throw std::invalid_argument("flatten: dim " + std::to_string(d) +
                                     " out of range for a 0-d tensor (its dims are 0 and -1)");
-    return reshape(a, {1});
+    return copy_of_view(reshape(a, {1}), "flatten");
   }
   const std::size_t first = normalize_dim("flatten", start_dim, a.dim());
   const std::size_t last = normalize_dim("flatten", end_dim, a.dim());
@@ -730,7 +738,7 @@ Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
       if (d == last) shape.push_back(merged);
     }
   }
-  return reshape(a, shape);
+  return copy_of_view(reshape(a, shape), "flatten");
 }
 
 // cat and stack: the output is [outer, n, inner] around axis `ax`, and tensor t
@@ -829,13 +837,14 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
   out_shape[ax] = static_cast<std::size_t>(length);
   Array out = xt::empty<float>(out_shape);
   copy_narrow(a.value().data(), out.data(), s, begin, out_shape[ax]);
-  return record("narrow", std::move(out), {a}, [s, begin, len = out_shape[ax]](const Array& g, const Node& n, Grads& d) {
+  Tensor t = record("narrow", std::move(out), {a}, [s, begin, len = out_shape[ax]](const Array& g, const Node& n, Grads& d) {
                   Array gi = xt::zeros<float>(n.input_shape(0));  // zero outside the slice
                   for (std::size_t o = 0; o < s.outer; ++o)
                     std::copy_n(g.data() + o * len * s.inner, len * s.inner,
                                 gi.data() + (o * s.n + begin) * s.inner);
                   d[0] = std::move(gi);
                 });
+  return copy_of_view(t, "narrow");
 }
 
 // ----------------------------------------------------------------- indexing

@@ -117,6 +117,10 @@ Tensor softmax(const Tensor& a, int64_t dim = -1);
 Tensor log_softmax(const Tensor& a, int64_t dim = -1);
 
 // ---- shape
+// reshape, transpose, flatten and narrow return copies, where PyTorch returns
+// views: a write into the result would not reach `a`, so value_mut() and copy_()
+// on the result throw std::logic_error (write into `a`, or into result.detach()).
+// Gradients are the same as through PyTorch's views.
 Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape);  // one entry may be -1
 Tensor transpose(const Tensor& a, int64_t dim0 = 0, int64_t dim1 = 1);
 // Dims start_dim..end_dim merged into one (a reshape). A 0-d tensor becomes [1]
@@ -128,7 +132,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Elements start .. start + length - 1 along dim (Python's a[start:start + length]
 // on that dim); start may be negative (counted from the end). A copy here, a view
-// in PyTorch.
+// in PyTorch (see "shape" above).
 Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 
 // ---- indexing

@@ -43,6 +43,15 @@ std::vector<float> Tensor::to_vector() const {
   return std::vector<float>(impl_->value.begin(), impl_->value.end());
 }
 
+Array& Tensor::value_mut() {
+  if (const char* op = impl_->copy_of_view)
+    throw std::logic_error(std::string("in-place write (value_mut, copy_): this tensor is the result of ") + op + ", a copy in tapegrad " +
+                           "(a view in PyTorch): a write would not reach " + op + "'s input; write into the " +
+                           "input, or into detach() of this tensor, an independent copy");
+  ++impl_->version;
+  return impl_->value;
+}
+
 void Tensor::copy_(const Array& src) {
   if (requires_grad() && is_grad_enabled())
     throw std::logic_error("copy_: a tensor that requires grad can only be overwritten under NoGradGuard");

@@ -35,6 +35,10 @@ struct TensorImpl {
   // load_state_dict, max_norm). A recorded op notes its inputs' versions; its
   // backward refuses to read a value written since (core/tape.hpp).
   uint64_t version = 0;
+  // Set by ops whose PyTorch counterpart returns a view (reshape, transpose, ...):
+  // here their result is a copy, so value_mut() on it throws rather than write
+  // into a copy the user took for the input.
+  const char* copy_of_view = nullptr;
   // Threads that backward() their own graphs into one leaf (a shared parameter)
   // add into its gradient under this lock.
   std::mutex grad_mutex;
@@ -68,10 +72,9 @@ class Tensor {
   // earlier op read then throws instead of computing a wrong gradient. So write
   // between a step and the next forward (as optimizers do), and do not keep the
   // reference across a forward pass: a write through a kept reference is not seen.
-  Array& value_mut() {
-    ++impl_->version;
-    return impl_->value;
-  }
+  // On the result of reshape, transpose, flatten or narrow (copies here, views in
+  // PyTorch) it throws std::logic_error: write into the input, or into detach().
+  Array& value_mut();
   // Overwrites the values in place (same shape) and bumps version(). A tensor
   // that requires grad can only be overwritten under NoGradGuard, as in PyTorch.
   void copy_(const Array& src);

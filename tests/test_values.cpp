@@ -142,3 +142,37 @@ TEST_SUITE("core") {
     CHECK(u.grad().empty());
   }
 }
+
+TEST_SUITE("core") {
+  TEST_CASE("a write into reshape's or transpose's result is refused: a copy here, a view in PyTorch") {
+    tg::Tensor w = tg::tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+    const std::vector<std::pair<std::string, tg::Tensor>> results = {
+        {"reshape", tg::reshape(w, {6})},
+        {"transpose", tg::transpose(w)},
+        {"flatten", tg::flatten(w)},
+        {"narrow", tg::narrow(w, 1, 0, 2)},
+    };
+    for (auto [op, r] : results) {
+      CAPTURE(op);
+      const uint64_t version = r.version();
+      const std::string expected = "the result of " + op + ", a copy in tapegrad (a view in PyTorch)";
+      CHECK_THROWS_WITH_AS(r.value_mut(), doctest::Contains(expected.c_str()), std::logic_error);
+      CHECK_THROWS_WITH_AS(r.copy_(tg::Array(xt::zeros<float>(r.shape()))), doctest::Contains("detach()"),
+                           std::logic_error);
+      CHECK(r.version() == version);  // nothing was written
+      // detach() is an independent copy that takes writes; w stays as it was.
+      tg::Tensor own = r.detach();
+      own.value_mut().fill(0.0f);
+      CHECK(own.to_vector() == std::vector<float>(r.numel(), 0.0f));
+    }
+    CHECK(w.to_vector() == std::vector<float>{1, 2, 3, 4, 5, 6});
+    // The input itself takes writes, and other ops' results too.
+    CHECK_NOTHROW(w.value_mut()(0, 0) = 9.0f);
+    tg::Tensor doubled = w * 2.0f;
+    CHECK_NOTHROW(doubled.value_mut().fill(1.0f));
+    // Gradients flow through them as through PyTorch's views.
+    tg::Tensor x = tg::tensor({1, 2, 3, 4, 5, 6}, {2, 3}, true);
+    tg::sum(tg::reshape(tg::transpose(x), {3, 2}) * tg::tensor({1, 2, 3, 4, 5, 6}, {3, 2})).backward();
+    CHECK(x.grad_dense() == tg::Array{{1, 3, 5}, {2, 4, 6}});
+  }
+}
