@@ -33,6 +33,10 @@
 //                                   with operator<< (624 words and a position, in decimal)
 //             "user.<key>"          Checkpoint::metadata
 // Saving is atomic (a failed save leaves the previous file whole).
+//
+// Checkpoint, save_checkpoint and load_checkpoint are top-level names (tg::, not
+// tg::optim::), like torch.save: a checkpoint holds a model (nn), an optimizer
+// and a scheduler (optim) and a generator (core), so it belongs to none of them.
 #pragma once
 
 #include <string>
