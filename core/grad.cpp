@@ -25,8 +25,8 @@ std::span<float> Grad::values_mut() {
   return {};
 }
 
-Shape Grad::shape() const {
-  if (is_dense()) return shape_of(dense());
+Array::shape_type Grad::shape() const {
+  if (is_dense()) return dense().shape();
   if (is_sparse()) return {sparse().num_rows, sparse().cols()};
   return {};
 }
@@ -38,14 +38,13 @@ bool Grad::has_shape(std::span<const std::size_t> shape) const {
 }
 
 void Grad::add(Grad&& g, std::span<const std::size_t> shape) {
-  const Shape want(shape.begin(), shape.end());
   if (!g.has_shape(shape))
     throw std::invalid_argument(std::string("accumulate_grad: ") + (g.is_sparse() ? "SparseRows " : "") +
                                 "gradient of shape " + shape_str(g.shape()) + " for a tensor of shape " +
-                                shape_str(want));
+                                shape_str(shape));
   if (!empty() && !has_shape(shape))  // an in-place write changed the tensor's shape since
     throw std::invalid_argument("accumulate_grad: the gradient held has shape " + shape_str(this->shape()) +
-                                " but the tensor now has shape " + shape_str(want) +
+                                " but the tensor now has shape " + shape_str(shape) +
                                 " (changed in place?); call zero_grad() first");
   if (empty())
     *this = std::move(g);

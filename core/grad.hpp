@@ -33,7 +33,7 @@ class Grad {
   // The values it holds (all of a dense array, the listed rows of SparseRows),
   // to scale in place (clip_grad_norm_). Neither the shape nor the rows change.
   std::span<float> values_mut();
-  Shape shape() const;  // of the tensor it belongs to; [] when empty
+  Array::shape_type shape() const;  // of the tensor it belongs to; [] when empty
   bool has_shape(std::span<const std::size_t> shape) const;
 
   // Adds g. `shape` is the shape of the tensor this gradient belongs to: g and

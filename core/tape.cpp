@@ -181,7 +181,7 @@ static void gather(Walk& w, const Tensor& root) {
 static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_t input) {
   auto [it, first] = w.arrived.try_emplace(t.impl().get(), Arrival{{}, via, input});
   if (first && t.is_leaf()) w.leaves.push_back(t.impl());
-  const Shape shape = first ? g.shape() : it->second.grad.shape();
+  const Array::shape_type shape = first ? g.shape() : it->second.grad.shape();
   if (!g.has_shape(shape))  // t was used at two shapes: changed in place between two ops
     throw std::logic_error("backward: " + tensor_str(*t.impl(), {{}, via, input}) + ", had shape " +
                            shape_str(g.shape()) + " when the op ran; an in-place write changed it to " +
@@ -195,11 +195,12 @@ static Grads run_closure(const Node& n, const Array& grad_output) {
   Grads grads(n.inputs.size());
   n.backward(grad_output, n, grads);
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    const Shape shape(n.input_shape(i).begin(), n.input_shape(i).end());
+    const Array::shape_type& shape = n.input_shape(i);
     if (!n.needs_grad(i)) grads[i].clear();
-    if (grads[i].is_dense() && grads[i].dense().dimension() >= shape.size() && !grads[i].has_shape(shape))
-      grads[i] = sum_to_shape(grads[i].dense(), shape);
-    if (!grads[i].empty() && !grads[i].has_shape(shape))  // a bug in the op, not the user's
+    if (grads[i].empty() || grads[i].has_shape(shape)) continue;
+    if (grads[i].is_dense() && grads[i].dense().dimension() >= shape.size())
+      grads[i] = sum_to_shape(grads[i].dense(), Shape(shape.begin(), shape.end()));
+    if (!grads[i].has_shape(shape))  // a bug in the op, not the user's
       throw std::logic_error("backward: " + entry_str(n) + " gave input " + std::to_string(i) +
                              " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " + shape_str(shape));
   }
