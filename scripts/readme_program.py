@@ -4,10 +4,11 @@
     python3 scripts/readme_program.py README.md NAME OUTPUT
 
 The program is the ```cpp block that follows the line <!-- program: NAME --> in
-the README. examples/meson.build builds it (examples/readme_digits), and
-tests/test_examples.cpp runs it.
+the README. examples/meson.build builds each one (NAME digits: examples/readme_digits,
+NAME module: examples/readme_module), and tests/test_examples.cpp runs them.
 """
 
+import os
 import sys
 
 
@@ -26,7 +27,7 @@ def main():
     if end is None:
         sys.exit("readme_program: %s: the block after %s is not closed" % (readme, marker))
     with open(output, "w", encoding="utf-8") as out:
-        out.write("#line %d \"README.md\"\n" % (fence + 2))
+        out.write("#line %d \"%s\"\n" % (fence + 2, os.path.basename(readme)))
         out.write("\n".join(lines[fence + 1 : end]) + "\n")
 
 

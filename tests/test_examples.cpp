@@ -329,8 +329,8 @@ TEST_SUITE("examples") {
   }
 }
 
-// ---- digits_mlp and names_mlp: the training programs of the README's
-// "Write your own training program", run as a user runs them.
+// ---- digits_mlp and names_mlp (docs/examples.md), the programs of the README's
+// "Write your own training program" and its module program, run as a user runs them.
 namespace {
 
 // The rows of a per-epoch table ("epoch lr ..." then one line per epoch),
@@ -501,24 +501,43 @@ TEST_SUITE("examples") {
 }
 
 TEST_SUITE("examples") {
-  TEST_CASE("the README's digits and names outputs are what the programs print") {
+  TEST_CASE("the README's module program trains, and its checkpoint and clone give the trained model's outputs") {
+    // Compiled from README.md like readme_digits; what it prints is also the
+    // README's block, which scripts/readme --check compares line by line.
+    auto r = run_command("cd " + tg::test::source_path(".") + " && " + tg::test::example_path("readme_module"));
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("parameters: hidden.weight[8, 2] hidden.bias[8] out.weight[2, 8] out.bias[2]\n") !=
+          std::string::npos);
+    CHECK(r.output.find("predicted tensor([0, 1, 1, 0], shape=[4]) for 4 inputs") != std::string::npos);
+    CHECK(r.output.find("loaded == trained: true, clone == trained: true, clone shares a tensor with it: false\n") !=
+          std::string::npos);
+    double loss100 = 0, loss200 = 0;
+    REQUIRE(std::sscanf(line_after(r.output, "step 100").c_str(), "  loss %lf", &loss100) == 1);
+    REQUIRE(std::sscanf(line_after(r.output, "step 200").c_str(), "  loss %lf", &loss200) == 1);
+    CHECK(loss100 < 0.01);  // XOR learnt: ln 2 = 0.69 at chance
+    CHECK(loss200 < loss100);
+  }
+
+  TEST_CASE("the digits and names outputs that README.md and docs/examples.md show are what the programs print") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     MESSAGE("sanitizer build: the outputs are pasted from, and checked against, the release build");
     return;
 #endif
-    const std::string readme = tg::test::read_file(tg::test::source_path("README.md"));
-    auto block_after = [&](const std::string& marker) {  // the ```text block after `marker`
-      const std::size_t at = readme.find(marker);
+    // The ```text block after `marker` in the file at `path` (from the source root).
+    auto block_after = [&](const std::string& path, const std::string& marker) {
+      const std::string page = tg::test::read_file(tg::test::source_path(path));
+      const std::size_t at = page.find(marker);
       REQUIRE(at != std::string::npos);
-      const std::size_t begin = readme.find("```text\n", at) + 8;
-      return readme.substr(begin, readme.find("```", begin) - begin);
+      const std::size_t begin = page.find("```text\n", at) + 8;
+      return page.substr(begin, page.find("```", begin) - begin);
     };
     const std::string root = "cd " + tg::test::source_path(".") + " && ";
 
-    // Digits: the rows shown (the middle ones are left out) are rows the program prints.
+    // Digits (README.md): the rows shown (the middle ones are left out) are rows the program prints.
     auto digits = run_command(root + tg::test::example_path("digits_mlp"));
     REQUIRE(digits.status == 0);
-    std::stringstream shown(block_after("<!-- digits-output:begin -->"));
+    std::stringstream shown(block_after("README.md", "<!-- digits-output:begin -->"));
     int rows = 0;
     for (std::string line; std::getline(shown, line);) {
       if (line == "  ...") continue;
@@ -528,10 +547,11 @@ TEST_SUITE("examples") {
     }
     CHECK(rows == 10);
 
-    // Names: the whole run on the bundled sample, as pasted.
+    // Names (docs/examples.md): the whole run on the bundled sample, as pasted.
     auto names =
         run_command(root + tg::test::example_path("names_mlp") + " --data examples/data/names_sample.txt");
     REQUIRE(names.status == 0);
-    CHECK(names.output == block_after("`./build/examples/names_mlp --data examples/data/names_sample.txt`:"));
+    CHECK(names.output == block_after("docs/examples.md",
+                                      "`./build/examples/names_mlp --data examples/data/names_sample.txt`:"));
   }
 }

@@ -519,19 +519,19 @@ TEST_SUITE("learn") {
     CHECK(sparse_bytes == ids * (sizeof(int64_t) + big_dim * sizeof(float)));
   }
 
-  TEST_CASE("the Learn section's printed blocks are what the examples print") {
+  TEST_CASE("docs/learn.md's printed blocks are what the examples print") {
     // Each "```text\n$ ./build/examples/NAME" block between the learn markers is
     // a whole run, pasted: the program's output now must be the same, byte for byte.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     MESSAGE("sanitizer build: the blocks are pasted from, and checked against, the release build");
     return;
 #endif
-    const std::string readme = tg::test::read_file(tg::test::source_path("README.md"));
-    REQUIRE(!readme.empty());
-    const std::size_t begin = readme.find("<!-- learn:begin -->"), end = readme.find("<!-- learn:end -->");
+    const std::string page = tg::test::read_file(tg::test::source_path("docs/learn.md"));
+    REQUIRE(!page.empty());
+    const std::size_t begin = page.find("<!-- learn:begin -->"), end = page.find("<!-- learn:end -->");
     REQUIRE(begin != std::string::npos);
     REQUIRE(end != std::string::npos);
-    const std::string learn = readme.substr(begin, end - begin);
+    const std::string learn = page.substr(begin, end - begin);
     const std::string opening = "```text\n$ ./build/examples/";
     std::size_t blocks = 0;
     for (std::size_t at = learn.find(opening); at != std::string::npos; at = learn.find(opening, at + 1)) {
@@ -548,20 +548,20 @@ TEST_SUITE("learn") {
     CHECK(blocks == 4);
   }
 
-  TEST_CASE("the README's gdb recipe runs as written (skipped without gdb)") {
+  TEST_CASE("docs/learn.md's gdb recipe runs as written (skipped without gdb)") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     MESSAGE("sanitizer build: the recipe is checked by the plain suite");
     return;
 #endif
     if (run("command -v gdb").status != 0) {
-      MESSAGE("gdb is not installed: not checking the README's gdb recipe");
+      MESSAGE("gdb is not installed: not checking the gdb recipe of docs/learn.md");
       return;
     }
-    const std::string readme = tg::test::read_file(tg::test::source_path("README.md"));
-    REQUIRE(!readme.empty());
+    const std::string page = tg::test::read_file(tg::test::source_path("docs/learn.md"));
+    REQUIRE(!page.empty());
     // The shell block that builds the stepped example, and the gdb commands.
-    const std::string build = fenced_block(readme, "```sh\nmeson setup build-debug");
-    const std::string commands = fenced_block(readme, "```gdb\n");
+    const std::string build = fenced_block(page, "```sh\nmeson setup build-debug");
+    const std::string commands = fenced_block(page, "```gdb\n");
     REQUIRE(!build.empty());
     REQUIRE(!commands.empty());
 
