@@ -25,7 +25,8 @@ defaults, which tapegrad's layers copy). The batch order and dropout masks are
 PyTorch's draws either way.
 
 --bench-steps N times N training steps on one thread (after 10 untimed ones)
-and prints `step_ms: X`, the median; names_gpt --bench-steps N does the same.
+and prints `step_ms: X cpu_ms: Y`: the median wall time of a step and the
+CPU time per step; names_gpt --bench-steps N does the same.
 scripts/names_gpt_steptime runs both side by side.
 
 CausalSelfAttention, TransformerBlock and GPT are imported by
@@ -190,15 +191,20 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
 
     if args.bench_steps:
-        # Fixed shapes: the first BATCH names, over and over.
+        # Fixed shapes: the first BATCH names, over and over. The median wall time
+        # of a step, and the process's CPU time per step.
         x, y = x_train[:BATCH], y_train[:BATCH]
+        total = 10 + args.bench_steps
+        for step in range(10):
+            train_step(model, opt, x, y, lr_at(step, total))
         times = []
-        for step in range(10 + args.bench_steps):
+        cpu_start = time.process_time()
+        for step in range(10, total):
             start = time.perf_counter()
-            train_step(model, opt, x, y, lr_at(step, 10 + args.bench_steps))
-            if step >= 10:
-                times.append(time.perf_counter() - start)
-        print(f"step_ms: {1000 * statistics.median(times):.3f}")
+            train_step(model, opt, x, y, lr_at(step, total))
+            times.append(time.perf_counter() - start)
+        cpu_ms = 1000 * (time.process_time() - cpu_start) / args.bench_steps
+        print(f"step_ms: {1000 * statistics.median(times):.3f} cpu_ms: {cpu_ms:.3f}")
         return
 
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x_train, y_train), batch_size=BATCH,
