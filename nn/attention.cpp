@@ -20,7 +20,9 @@ static void check_sizes(const char* module, std::size_t embed_dim, std::size_t n
 CausalSelfAttention::CausalSelfAttention(std::size_t embed_dim, std::size_t num_heads, float dropout, Generator& gen)
     : num_heads_(num_heads), dropout_(dropout), gen_(gen) {
   check_sizes("CausalSelfAttention", embed_dim, num_heads, dropout);
-  qkv = register_module("qkv", Linear(embed_dim, 3 * embed_dim, true, gen));
+  query = register_module("query", Linear(embed_dim, embed_dim, true, gen));
+  key = register_module("key", Linear(embed_dim, embed_dim, true, gen));
+  value = register_module("value", Linear(embed_dim, embed_dim, true, gen));
   proj = register_module("proj", Linear(embed_dim, embed_dim, true, gen));
 }
 
@@ -39,13 +41,10 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
   const int64_t B = x.size(0), T = x.size(1);
   Generator gen = gen_;  // a handle: draws move gen_ too
 
-  // One Linear gives every head's query, key and value: [B, T, 3C]. Part i of
-  // the last dim, split into heads: [B, T, C] -> [B, T, H, d] -> [B, H, T, d].
-  Tensor qkv_all = (*qkv)(x);
-  auto heads = [&](int64_t i) {
-    return tg::permute(tg::reshape(tg::narrow(qkv_all, 2, i * C, C), {B, T, H, d}), {0, 2, 1, 3});
-  };
-  Tensor q = heads(0), k = heads(1), v = heads(2);
+  // Each position's query, key and value, every head's side by side, split into
+  // the heads: [B, T, C] -> [B, T, H, d] -> [B, H, T, d].
+  auto heads = [&](const Linear& layer) { return tg::permute(tg::reshape(layer(x), {B, T, H, d}), {0, 2, 1, 3}); };
+  Tensor q = heads(*query), k = heads(*key), v = heads(*value);
 
   // How well query t matches key s, per head: [B, H, T, d] x [B, H, d, T] -> [B, H, T, T].
   Tensor scores = tg::matmul(q, tg::transpose(k, -2, -1)) * (1.0f / std::sqrt(static_cast<float>(d)));

@@ -7,7 +7,7 @@
 // CausalSelfAttention: each position t of a sequence mixes in the values of
 // positions s <= t, weighted by how well its query matches their keys:
 //
-//   q, k, v = x Wqkv^T + b, split into H heads of d = C / H  each [B, H, T, d]
+//   q, k, v = query(x), key(x), value(x), split into H heads  each [B, H, T, d = C / H]
 //   scores  = q k^T / sqrt(d), -inf where s > t               [B, H, T, T]
 //   y       = softmax(scores) v, heads side by side, then proj [B, T, C]
 //
@@ -23,7 +23,7 @@
 // PyTorch's do (Linear: uniform in +-1/sqrt(in), LayerNorm: ones and zeros).
 //
 // Parameter names, as a PyTorch module with the same members gives them:
-//   attn.qkv.weight [3C, C]  attn.qkv.bias  attn.proj.weight [C, C]  attn.proj.bias
+//   attn.query.weight [C, C]  attn.query.bias  attn.key.*  attn.value.*  attn.proj.*
 //   ln1.weight ln1.bias  ln2.weight ln2.bias  fc1.weight [4C, C] fc1.bias  fc2.weight [C, 4C] fc2.bias
 // (examples/names_gpt.cpp builds a GPT of these blocks;
 // tests/tools/names_gpt_reference.py is the same in PyTorch.)
@@ -56,8 +56,9 @@ class CausalSelfAttention : public Module {
   std::size_t head_dim() const { return embed_dim() / num_heads_; }
   float dropout() const { return dropout_; }
 
-  std::shared_ptr<Linear> qkv;   // C -> 3C: every head's query, key and value
-  std::shared_ptr<Linear> proj;  // C -> C, after the heads are put side by side
+  // C -> C each: every head's query, key and value side by side (head h is
+  // columns h d .. (h + 1) d - 1), and the projection of the heads' outputs.
+  std::shared_ptr<Linear> query, key, value, proj;
 
  private:
   friend class TransformerBlock;  // its clone() hands its generator on

@@ -550,7 +550,7 @@ TEST_SUITE("examples") {
     INFO(r.output);
     REQUIRE(r.status == 0);
     const std::string init = tg::test::read_file(tmp.file("init.safetensors"));
-    for (const char* name : {"tok.weight", "pos.weight", "blocks.0.attn.qkv.weight", "blocks.1.fc2.bias", "ln.weight",
+    for (const char* name : {"tok.weight", "pos.weight", "blocks.0.attn.query.weight", "blocks.1.fc2.bias", "ln.weight",
                              "head.weight"})
       CHECK(init.find(name) != std::string::npos);
 

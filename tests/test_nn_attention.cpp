@@ -109,8 +109,9 @@ TEST_SUITE("nn.attention") {
     std::vector<std::pair<std::string, tg::Shape>> got;
     for (const auto& [n, t] : block.named_parameters()) got.emplace_back(n, t.shape());
     const std::vector<std::pair<std::string, tg::Shape>> want = {
-        {"ln1.weight", {8}},          {"ln1.bias", {8}},     {"attn.qkv.weight", {24, 8}}, {"attn.qkv.bias", {24}},
-        {"attn.proj.weight", {8, 8}}, {"attn.proj.bias", {8}}, {"ln2.weight", {8}},        {"ln2.bias", {8}},
+        {"ln1.weight", {8}},           {"ln1.bias", {8}},        {"attn.query.weight", {8, 8}}, {"attn.query.bias", {8}},
+        {"attn.key.weight", {8, 8}},   {"attn.key.bias", {8}},   {"attn.value.weight", {8, 8}}, {"attn.value.bias", {8}},
+        {"attn.proj.weight", {8, 8}},  {"attn.proj.bias", {8}},  {"ln2.weight", {8}},           {"ln2.bias", {8}},
         {"fc1.weight", {32, 8}},      {"fc1.bias", {32}},     {"fc2.weight", {8, 32}},      {"fc2.bias", {8}}};
     CHECK(got == want);
     CHECK(block.attn->head_dim() == 4);
@@ -139,7 +140,7 @@ TEST_SUITE("nn.attention") {
     nn::TransformerBlock block(4, 2, 0.0f, gen);
     Tensor x = tg::randn({2, 3, 4}, gen, true);
     tg::test::check_grad([&](const std::vector<Tensor>& in) { return block(in[0]); },
-                         {x, block.attn->qkv->weight, *block.fc1->bias, *block.ln1->weight});
+                         {x, block.attn->query->weight, *block.attn->value->bias, *block.fc1->bias, *block.ln1->weight});
   }
 
   TEST_CASE("dropout: off after eval() and at p = 0; while training, masks from the module's generator") {
@@ -180,8 +181,8 @@ TEST_SUITE("nn.attention") {
     CHECK(gen.state() != at);
     auto attn_copy = std::static_pointer_cast<nn::CausalSelfAttention>(block.attn->clone());
     CHECK(attn_copy->num_heads() == 2);
-    CHECK(attn_copy->qkv->weight.value() == block.attn->qkv->weight.value());
-    CHECK(!attn_copy->qkv->weight.is_same(block.attn->qkv->weight));
+    CHECK(attn_copy->key->weight.value() == block.attn->key->weight.value());
+    CHECK(!attn_copy->key->weight.is_same(block.attn->key->weight));
   }
 
   TEST_CASE("GELU module: tg::gelu in a Sequential; a bad form is named") {

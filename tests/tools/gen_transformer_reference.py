@@ -80,8 +80,8 @@ def check_against_multihead(embed, heads):
     ours = CausalSelfAttention(embed, heads)
     theirs = nn.MultiheadAttention(embed, heads, batch_first=True)
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(ours.qkv.weight)
-        theirs.in_proj_bias.copy_(ours.qkv.bias)
+        theirs.in_proj_weight.copy_(torch.cat([ours.query.weight, ours.key.weight, ours.value.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.query.bias, ours.key.bias, ours.value.bias]))
         theirs.out_proj.weight.copy_(ours.proj.weight)
         theirs.out_proj.bias.copy_(ours.proj.bias)
     x = randn(3, 6, embed)

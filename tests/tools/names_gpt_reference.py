@@ -54,19 +54,20 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, embed_dim, num_heads, dropout=0.0):
         super().__init__()
         self.num_heads, self.dropout = num_heads, dropout
-        self.qkv = nn.Linear(embed_dim, 3 * embed_dim)
+        self.query = nn.Linear(embed_dim, embed_dim)
+        self.key = nn.Linear(embed_dim, embed_dim)
+        self.value = nn.Linear(embed_dim, embed_dim)
         self.proj = nn.Linear(embed_dim, embed_dim)
 
     def forward(self, x):
         B, T, C = x.shape
         H = self.num_heads
         d = C // H
-        qkv = self.qkv(x)
 
-        def heads(i):
-            return torch.narrow(qkv, 2, i * C, C).reshape(B, T, H, d).permute(0, 2, 1, 3)
+        def heads(layer):
+            return layer(x).reshape(B, T, H, d).permute(0, 2, 1, 3)
 
-        q, k, v = heads(0), heads(1), heads(2)
+        q, k, v = heads(self.query), heads(self.key), heads(self.value)
         scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
         future = torch.triu(torch.ones(T, T), 1)
         scores = scores.masked_fill(future.bool(), float("-inf"))
