@@ -487,7 +487,8 @@ static Array broadcast_to(const Array& x, const Shape& shape) {
   Shape xs = shape_of(x);
   if (xs == shape) return x;
   while (!xs.empty() && xs.front() == 1) xs.erase(xs.begin());
-  if (xs.size() <= shape.size() && std::equal(xs.begin(), xs.end(), shape.end() - static_cast<std::ptrdiff_t>(xs.size()))) {
+  const auto trailing = shape.end() - static_cast<std::ptrdiff_t>(std::min(xs.size(), shape.size()));
+  if (xs.size() <= shape.size() && std::equal(xs.begin(), xs.end(), trailing)) {
     Array out = empty_array("broadcast", shape);
     for (std::size_t at = 0; at < out.size(); at += x.size()) std::copy_n(x.data(), x.size(), out.data() + at);
     return out;
@@ -525,7 +526,8 @@ static void zero_outside_triangle(float* x, std::size_t size, std::size_t rows, 
 static Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool lower) {
   const Shape s = a.shape();
   if (s.size() < 2)
-    throw std::invalid_argument(std::string(op) + ": needs a tensor of 2 or more dims (matrices in the last two); got shape " +
+    throw std::invalid_argument(std::string(op) +
+                                ": needs a tensor of 2 or more dims (matrices in the last two); got shape " +
                                 shape_str(s));
   const std::size_t rows = s[s.size() - 2], cols = s.back();
   Array out = a.value();
@@ -897,7 +899,9 @@ static Tensor softmax_along(const char* op, const Tensor& a, int64_t dim, bool l
   return record(op, std::move(y), {a}, [shape, ax, n, log](const Array& g, const Node& node, Grads& d) {
                   Array dx = xt::empty<float>(shape);
                   for_each_row(shape, ax, node.output_value().data(), g.data(), dx.data(),
-                               [n, log](const float* y, const float* gr, float* out) { softmax_row_grad(y, gr, out, n, log); });
+                               [n, log](const float* y, const float* gr, float* out) {
+                                 softmax_row_grad(y, gr, out, n, log);
+                               });
                   d[0] = std::move(dx);
                 });
 }

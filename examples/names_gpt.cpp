@@ -52,7 +52,8 @@ struct NamesGPT : tg::nn::Module {
     tok = register_module("tok", tg::nn::Embedding(vocab, embed, {.sparse = false}, gen));
     pos = register_module("pos", tg::nn::Embedding(context, embed, {.sparse = false}, gen));
     blocks = register_module("blocks", tg::nn::Sequential());
-    for (int64_t i = 0; i < layers; ++i) blocks->push_back(tg::nn::TransformerBlock(embed, heads, dropout, gen));
+    for (int64_t i = 0; i < layers; ++i)
+      blocks->push_back(tg::nn::TransformerBlock(embed, heads, dropout, gen));
     ln = register_module("ln", tg::nn::LayerNorm(embed));
     head = register_module("head", tg::nn::Linear(embed, vocab, true, gen));
   }
@@ -101,7 +102,8 @@ static tg::Tensor loss_on(const NamesGPT& model, const Names& set, const tg::Ind
 // Linear warm-up to max_lr over `warmup` steps, then half a cosine down to min_lr at step `total`.
 static double lr_at(int64_t step, int64_t total) {
   if (step < warmup) return max_lr * static_cast<double>(step + 1) / warmup;
-  const double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+  const double progress =
+      static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
   return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
@@ -109,7 +111,8 @@ static std::vector<std::string> read_names(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> names;
   for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line.size() >= context || line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos)
+    if (line.empty() || line.size() >= context ||
+        line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos)
       throw std::runtime_error(path + ":" + std::to_string(names.size() + 1) + ": not a name of 1 to " +
                                std::to_string(context - 1) + " letters a-z");
     names.push_back(line);
@@ -119,8 +122,15 @@ static std::vector<std::string> read_names(const std::string& path) {
 }
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv, {{"--data", NAMES_DEFAULT_DATA}, {"--epochs", "10"}, {"--seed", "0"}, {"--save", ""},
-                         {"--load", ""}, {"--stop-after", ""}, {"--init-out", ""}, {"--bench-steps", ""}});
+  Flags flag(argc, argv,
+             {{"--data", NAMES_DEFAULT_DATA},
+              {"--epochs", "10"},
+              {"--seed", "0"},
+              {"--save", ""},
+              {"--load", ""},
+              {"--stop-after", ""},
+              {"--init-out", ""},
+              {"--bench-steps", ""}});
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
 
@@ -130,7 +140,8 @@ int main(int argc, char** argv) try {
   const Names dev = encode({names.begin() + n_train, names.end()});
   auto count = [](const Names& s) { return std::accumulate(s.chars.begin(), s.chars.end(), 0LL); };
   std::printf("data: %s: %zu names (%zu train, %zu dev), %lld train and %lld dev characters\n",
-              flag["--data"].c_str(), names.size(), n_train, names.size() - n_train, count(train), count(dev));
+              flag["--data"].c_str(), names.size(), n_train, names.size() - n_train, count(train),
+              count(dev));
 
   tg::Generator gen(flag.number("--seed"));  // weights, shuffling, dropout, sampling; saved in the checkpoint
   NamesGPT model(gen);
@@ -161,9 +172,11 @@ int main(int argc, char** argv) try {
     for (int step = 10; step < 10 + steps; ++step) {
       const auto start = std::chrono::steady_clock::now();
       train_step(first, step, 10 + steps);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
-    const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / std::max(1, steps);
+    const double cpu_ms =
+        1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / std::max(1, steps);
     std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
     std::printf("step_ms: %.3f cpu_ms: %.3f\n", ms.empty() ? 0.0 : ms[ms.size() / 2], cpu_ms);
     return 0;
@@ -199,8 +212,9 @@ int main(int argc, char** argv) try {
   for (int i = 0; i < 20; ++i) {
     std::vector<int64_t> ids{0};
     while (ids.size() < static_cast<std::size_t>(context)) {
-      tg::Tensor logits = model.forward(tg::indices(ids, {1, ids.size()}));                      // [1, T, 27]
-      tg::Tensor probs = tg::softmax(tg::narrow(tg::reshape(logits, {-1, vocab}), 0, -1, 1), 1);  // the last position
+      tg::Tensor logits = model.forward(tg::indices(ids, {1, ids.size()}));  // [1, T, 27]
+      tg::Tensor probs =
+          tg::softmax(tg::narrow(tg::reshape(logits, {-1, vocab}), 0, -1, 1), 1);  // the last position
       const int64_t id = tg::multinomial(probs, 1, gen)(0, 0);
       if (id == 0) break;
       ids.push_back(id);

@@ -14,10 +14,12 @@ static void check_sizes(const char* module, std::size_t embed_dim, std::size_t n
     throw std::invalid_argument(std::string(module) + ": embed_dim " + std::to_string(embed_dim) +
                                 " must split into num_heads " + std::to_string(num_heads) + " equal heads");
   if (!(dropout >= 0.0f && dropout < 1.0f))
-    throw std::invalid_argument(std::string(module) + ": dropout must be in [0, 1); got " + std::to_string(dropout));
+    throw std::invalid_argument(std::string(module) + ": dropout must be in [0, 1); got " +
+                                std::to_string(dropout));
 }
 
-CausalSelfAttention::CausalSelfAttention(std::size_t embed_dim, std::size_t num_heads, float dropout, Generator& gen)
+CausalSelfAttention::CausalSelfAttention(std::size_t embed_dim, std::size_t num_heads, float dropout,
+                                         Generator& gen)
     : num_heads_(num_heads), dropout_(dropout), gen_(gen) {
   check_sizes("CausalSelfAttention", embed_dim, num_heads, dropout);
   query = register_module("query", Linear(embed_dim, embed_dim, true, gen));
@@ -36,14 +38,16 @@ std::shared_ptr<Module> CausalSelfAttention::clone() const {
 Tensor CausalSelfAttention::forward(const Tensor& x) const {
   const int64_t C = static_cast<int64_t>(embed_dim()), H = static_cast<int64_t>(num_heads_), d = C / H;
   if (x.dim() != 3 || x.size(2) != C)
-    throw std::invalid_argument("CausalSelfAttention: input must be [B, T, " + std::to_string(C) + "]; got shape " +
-                                shape_str(x.shape()));
+    throw std::invalid_argument("CausalSelfAttention: input must be [B, T, " + std::to_string(C) +
+                                "]; got shape " + shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1);
   Generator gen = gen_;  // a handle: draws move gen_ too
 
   // Each position's query, key and value, every head's side by side, split into
   // the heads: [B, T, C] -> [B, T, H, d] -> [B, H, T, d].
-  auto heads = [&](const Linear& layer) { return tg::permute(tg::reshape(layer(x), {B, T, H, d}), {0, 2, 1, 3}); };
+  auto heads = [&](const Linear& layer) {
+    return tg::permute(tg::reshape(layer(x), {B, T, H, d}), {0, 2, 1, 3});
+  };
   Tensor q = heads(*query), k = heads(*key), v = heads(*value);
 
   // How well query t matches key s, per head: [B, H, T, d] x [B, H, d, T] -> [B, H, T, T].
@@ -59,7 +63,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
   return tg::dropout((*proj)(y), dropout_, is_training(), gen);
 }
 
-TransformerBlock::TransformerBlock(std::size_t embed_dim, std::size_t num_heads, float dropout, Generator& gen)
+TransformerBlock::TransformerBlock(std::size_t embed_dim, std::size_t num_heads, float dropout,
+                                   Generator& gen)
     : gen_(gen) {
   check_sizes("TransformerBlock", embed_dim, num_heads, dropout);
   ln1 = register_module("ln1", LayerNorm(embed_dim));
@@ -71,7 +76,8 @@ TransformerBlock::TransformerBlock(std::size_t embed_dim, std::size_t num_heads,
 
 std::shared_ptr<Module> TransformerBlock::clone() const {
   Generator scratch;  // as in CausalSelfAttention::clone
-  auto fresh = std::make_shared<TransformerBlock>(attn->embed_dim(), attn->num_heads(), attn->dropout(), scratch);
+  auto fresh =
+      std::make_shared<TransformerBlock>(attn->embed_dim(), attn->num_heads(), attn->dropout(), scratch);
   fresh->gen_ = gen_;
   fresh->attn->gen_ = attn->gen_;
   return copy_into(fresh);

@@ -109,10 +109,14 @@ TEST_SUITE("nn.attention") {
     std::vector<std::pair<std::string, tg::Shape>> got;
     for (const auto& [n, t] : block.named_parameters()) got.emplace_back(n, t.shape());
     const std::vector<std::pair<std::string, tg::Shape>> want = {
-        {"ln1.weight", {8}},           {"ln1.bias", {8}},        {"attn.query.weight", {8, 8}}, {"attn.query.bias", {8}},
-        {"attn.key.weight", {8, 8}},   {"attn.key.bias", {8}},   {"attn.value.weight", {8, 8}}, {"attn.value.bias", {8}},
-        {"attn.proj.weight", {8, 8}},  {"attn.proj.bias", {8}},  {"ln2.weight", {8}},           {"ln2.bias", {8}},
-        {"fc1.weight", {32, 8}},      {"fc1.bias", {32}},     {"fc2.weight", {8, 32}},      {"fc2.bias", {8}}};
+        {"ln1.weight", {8}},           {"ln1.bias", {8}},
+        {"attn.query.weight", {8, 8}}, {"attn.query.bias", {8}},
+        {"attn.key.weight", {8, 8}},   {"attn.key.bias", {8}},
+        {"attn.value.weight", {8, 8}}, {"attn.value.bias", {8}},
+        {"attn.proj.weight", {8, 8}},  {"attn.proj.bias", {8}},
+        {"ln2.weight", {8}},           {"ln2.bias", {8}},
+        {"fc1.weight", {32, 8}},       {"fc1.bias", {32}},
+        {"fc2.weight", {8, 32}},       {"fc2.bias", {8}}};
     CHECK(got == want);
     CHECK(block.attn->head_dim() == 4);
     CHECK(block.attn->num_heads() == 2);
@@ -139,8 +143,9 @@ TEST_SUITE("nn.attention") {
     tg::Generator gen(5);
     nn::TransformerBlock block(4, 2, 0.0f, gen);
     Tensor x = tg::randn({2, 3, 4}, gen, true);
-    tg::test::check_grad([&](const std::vector<Tensor>& in) { return block(in[0]); },
-                         {x, block.attn->query->weight, *block.attn->value->bias, *block.fc1->bias, *block.ln1->weight});
+    tg::test::check_grad(
+        [&](const std::vector<Tensor>& in) { return block(in[0]); },
+        {x, block.attn->query->weight, *block.attn->value->bias, *block.fc1->bias, *block.ln1->weight});
   }
 
   TEST_CASE("dropout: off after eval() and at p = 0; while training, masks from the module's generator") {
@@ -190,21 +195,25 @@ TEST_SUITE("nn.attention") {
     Tensor x = tg::ones({2, 3});
     CHECK(model(x).value() == tg::gelu(model.at<nn::Linear>(0)(x), "tanh").value());
     CHECK(nn::GELU().approximate() == "none");
-    CHECK_THROWS_WITH_AS(nn::GELU("exact"), doctest::Contains("GELU: approximate must be \"none\" or \"tanh\"; got \"exact\""),
+    CHECK_THROWS_WITH_AS(nn::GELU("exact"),
+                         doctest::Contains("GELU: approximate must be \"none\" or \"tanh\"; got \"exact\""),
                          std::invalid_argument);
   }
 
   TEST_CASE("bad sizes and inputs are named") {
     CHECK_THROWS_WITH_AS(nn::CausalSelfAttention(10, 3),
-                         "CausalSelfAttention: embed_dim 10 must split into num_heads 3 equal heads", std::invalid_argument);
+                         "CausalSelfAttention: embed_dim 10 must split into num_heads 3 equal heads",
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(nn::TransformerBlock(8, 0), doctest::Contains("TransformerBlock: embed_dim 8"),
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(nn::TransformerBlock(8, 2, 1.0f), doctest::Contains("dropout must be in [0, 1)"),
                          std::invalid_argument);
     nn::CausalSelfAttention attn(8, 2);
-    CHECK_THROWS_WITH_AS(attn(tg::zeros({2, 8})), "CausalSelfAttention: input must be [B, T, 8]; got shape [2, 8]",
+    CHECK_THROWS_WITH_AS(attn(tg::zeros({2, 8})),
+                         "CausalSelfAttention: input must be [B, T, 8]; got shape [2, 8]",
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(attn(tg::zeros({2, 3, 6})), doctest::Contains("got shape [2, 3, 6]"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(attn(tg::zeros({2, 3, 6})), doctest::Contains("got shape [2, 3, 6]"),
+                         std::invalid_argument);
     nn::TransformerBlock block(8, 2);
     CHECK_THROWS_WITH_AS(block(tg::zeros({2, 3, 6})), doctest::Contains("layer_norm"), std::invalid_argument);
   }

@@ -57,11 +57,12 @@ constexpr float inf = std::numeric_limits<float>::infinity();
 TEST_SUITE("core.transformer_ops") {
   TEST_CASE("PyTorch parity: matmul of batches, broadcast batch dims, a matrix times a batch") {
     auto mm = [](const Inputs& x, const Inputs&) { return tg::matmul(x[0], x[1]); };
-    for (const char* name : {"matmul_batched", "matmul_broadcast_batch", "matmul_matrix_times_batch",
-                             "matmul_batch_of_one"})
+    for (const char* name :
+         {"matmul_batched", "matmul_broadcast_batch", "matmul_matrix_times_batch", "matmul_batch_of_one"})
       check_parity(name, mm);
-    check_parity("matmul_scores",
-                 [](const Inputs& x, const Inputs&) { return tg::matmul(x[0], tg::transpose(x[1], -2, -1)); });
+    check_parity("matmul_scores", [](const Inputs& x, const Inputs&) {
+      return tg::matmul(x[0], tg::transpose(x[1], -2, -1));
+    });
     // The shapes torch.matmul gives.
     CHECK(tg::matmul(tg::zeros({2, 1, 3, 4}), tg::zeros({5, 4, 6})).shape() == tg::Shape{2, 5, 3, 6});
     CHECK(tg::matmul(tg::zeros({3, 4}), tg::zeros({2, 4, 5})).shape() == tg::Shape{2, 3, 5});
@@ -70,24 +71,30 @@ TEST_SUITE("core.transformer_ops") {
 
   TEST_CASE("PyTorch parity: transpose of any two dims, permute, and heads split and merged") {
     check_parity("transpose_0_2", [](const Inputs& x, const Inputs&) { return tg::transpose(x[0], 0, 2); });
-    check_parity("transpose_last_two", [](const Inputs& x, const Inputs&) { return tg::transpose(x[0], -2, -1); });
-    check_parity("permute_heads",
-                 [](const Inputs& x, const Inputs&) { return tg::permute(tg::reshape(x[0], {2, 3, 2, 4}), {0, 2, 1, 3}); });
+    check_parity("transpose_last_two",
+                 [](const Inputs& x, const Inputs&) { return tg::transpose(x[0], -2, -1); });
+    check_parity("permute_heads", [](const Inputs& x, const Inputs&) {
+      return tg::permute(tg::reshape(x[0], {2, 3, 2, 4}), {0, 2, 1, 3});
+    });
     check_parity("permute_3d", [](const Inputs& x, const Inputs&) { return tg::permute(x[0], {2, 0, 1}); });
-    check_parity("permute_back_and_merge",
-                 [](const Inputs& x, const Inputs&) { return tg::reshape(tg::permute(x[0], {0, 2, 1, 3}), {2, 3, 8}); });
+    check_parity("permute_back_and_merge", [](const Inputs& x, const Inputs&) {
+      return tg::reshape(tg::permute(x[0], {0, 2, 1, 3}), {2, 3, 8});
+    });
   }
 
   TEST_CASE("PyTorch parity: softmax and log_softmax along the first, a middle and the last dim") {
     check_parity("softmax_dim0", [](const Inputs& x, const Inputs&) { return tg::softmax(x[0], 0); });
     check_parity("softmax_middle", [](const Inputs& x, const Inputs&) { return tg::softmax(x[0], 1); });
-    check_parity("log_softmax_middle", [](const Inputs& x, const Inputs&) { return tg::log_softmax(x[0], -2); });
+    check_parity("log_softmax_middle",
+                 [](const Inputs& x, const Inputs&) { return tg::log_softmax(x[0], -2); });
     check_parity("softmax_last_4d", [](const Inputs& x, const Inputs&) { return tg::softmax(x[0], -1); });
-    check_parity("log_softmax_first_3d", [](const Inputs& x, const Inputs&) { return tg::log_softmax(x[0], 0); });
+    check_parity("log_softmax_first_3d",
+                 [](const Inputs& x, const Inputs&) { return tg::log_softmax(x[0], 0); });
   }
 
   TEST_CASE("PyTorch parity: masked_fill, and the causal softmax of attention") {
-    check_parity("masked_fill", [](const Inputs& x, const Inputs& m) { return tg::masked_fill(x[0], m[0], -1.5f); });
+    check_parity("masked_fill",
+                 [](const Inputs& x, const Inputs& m) { return tg::masked_fill(x[0], m[0], -1.5f); });
     check_parity("masked_fill_broadcast",
                  [](const Inputs& x, const Inputs& m) { return tg::masked_fill(x[0], m[0], 2.0f); });
     check_parity("causal_softmax", [](const Inputs& x, const Inputs& m) {
@@ -97,8 +104,10 @@ TEST_SUITE("core.transformer_ops") {
 
   TEST_CASE("PyTorch parity: tril and triu on, above and below the diagonal") {
     for (int k : {0, 1, -1, 2}) {
-      check_parity("tril_" + std::to_string(k), [k](const Inputs& x, const Inputs&) { return tg::tril(x[0], k); });
-      check_parity("triu_" + std::to_string(k), [k](const Inputs& x, const Inputs&) { return tg::triu(x[0], k); });
+      check_parity("tril_" + std::to_string(k),
+                   [k](const Inputs& x, const Inputs&) { return tg::tril(x[0], k); });
+      check_parity("triu_" + std::to_string(k),
+                   [k](const Inputs& x, const Inputs&) { return tg::triu(x[0], k); });
     }
     check_parity("tril_tall", [](const Inputs& x, const Inputs&) { return tg::tril(x[0], -1); });
     check_parity("triu_tall", [](const Inputs& x, const Inputs&) { return tg::triu(x[0], -1); });
@@ -190,13 +199,21 @@ TEST_SUITE("core.transformer_ops") {
         f();
         FAIL("no exception");
       } catch (const std::invalid_argument& e) {
-        for (const std::string& p : parts) CHECK_MESSAGE(std::string(e.what()).find(p) != std::string::npos, e.what(), " lacks ", p);
+        for (const std::string& p : parts)
+          CHECK_MESSAGE(std::string(e.what()).find(p) != std::string::npos, e.what(), " lacks ", p);
       }
     };
     says([&] { tg::matmul(v, m); }, {"matmul", "[3]", "[2, 3]", "2 or more dims"});
-    says([&] { tg::matmul(b, tg::zeros({2, 3, 4})); }, {"matmul", "[2, 3, 4]", "inner dimensions differ (4 vs 3)"});
-    says([&] { tg::matmul(b, tg::zeros({3, 4, 5})); },
-         {"matmul", "[2, 3, 4]", "[3, 4, 5]", "batch dims [2] and [3] cannot be broadcast"});
+    says(
+        [&] {
+          tg::matmul(b, tg::zeros({2, 3, 4}));
+        },
+        {"matmul", "[2, 3, 4]", "inner dimensions differ (4 vs 3)"});
+    says(
+        [&] {
+          tg::matmul(b, tg::zeros({3, 4, 5}));
+        },
+        {"matmul", "[2, 3, 4]", "[3, 4, 5]", "batch dims [2] and [3] cannot be broadcast"});
     says([&] { tg::transpose(b, 0, 3); }, {"transpose", "dim 3", "[2, 3, 4]"});
     says([&] { tg::transpose(b, -4, 0); }, {"transpose", "dim -4", "[2, 3, 4]"});
     says([&] { tg::permute(b, {0, 1}); }, {"permute", "[0, 1]", "[2, 3, 4]", "each of its 3 dims"});
@@ -219,7 +236,8 @@ TEST_SUITE("core.transformer_ops") {
     for (std::size_t i = 0; i < x.numel(); ++i) {
       const double v = x.value()(i);
       const double want_exact = v * 0.5 * (1.0 + std::erf(v / std::sqrt(2.0)));
-      const double want_tanh = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+      const double want_tanh =
+          0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
       worst_exact = std::max(worst_exact, std::abs(exact(i) - want_exact));
       worst_tanh = std::max(worst_tanh, std::abs(tanh_form(i) - want_tanh));
     }
@@ -229,10 +247,13 @@ TEST_SUITE("core.transformer_ops") {
 
   TEST_CASE("core/fast_math.hpp: exp within 2 ulp of std::exp, erf and tanh within 6e-7 and 2e-7") {
     using tg::detail::erf_fast, tg::detail::exp_fast, tg::detail::tanh_fast;
-    auto ulps = [](float a, float b) { return std::abs(std::bit_cast<int32_t>(a) - std::bit_cast<int32_t>(b)); };
+    auto ulps = [](float a, float b) {
+      return std::abs(std::bit_cast<int32_t>(a) - std::bit_cast<int32_t>(b));
+    };
     int worst_ulp = 0;
     double worst_erf = 0, worst_tanh = 0;
-    for (double v = -87.0; v <= 88.0; v += 1e-3) worst_ulp = std::max(worst_ulp, ulps(exp_fast(float(v)), std::exp(float(v))));
+    for (double v = -87.0; v <= 88.0; v += 1e-3)
+      worst_ulp = std::max(worst_ulp, ulps(exp_fast(float(v)), std::exp(float(v))));
     for (double v = -8.0; v <= 8.0; v += 1e-4) {
       const float f = static_cast<float>(v);
       worst_erf = std::max(worst_erf, std::abs(double(erf_fast(f)) - std::erf(double(f))));
