@@ -25,6 +25,7 @@
 #include "data/tokenizer.hpp"
 #include "data/tsv.hpp"
 #include "data/vocabulary.hpp"
+#include "nn/attention.hpp"
 #include "nn/clip_grad.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"

@@ -15,8 +15,10 @@
 #include <xtensor/xoperation.hpp>
 #include <xtensor/xsort.hpp>
 
-#include "table_memory.hpp"
+#include "dispatch.hpp"
 #include "factories.hpp"
+#include "fast_math.hpp"
+#include "table_memory.hpp"
 #include "tape.hpp"
 
 namespace tg {
@@ -106,6 +108,14 @@ std::size_t normalize_dim(const char* op, int64_t dim, std::size_t rank) {
   if (dim < -r || dim >= r)
     throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) +
                                 " out of range for a tensor with " + std::to_string(rank) + " dims");
+  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
+}
+
+std::size_t normalize_dim(const char* op, int64_t dim, const Shape& shape) {
+  const int64_t r = static_cast<int64_t>(shape.size());
+  if (dim < -r || dim >= r)
+    throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) + " out of range for shape " +
+                                shape_str(shape) + " (" + std::to_string(r) + " dims)");
   return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
 }
 
@@ -341,6 +351,56 @@ Tensor clamp(const Tensor& a, std::optional<float> min, std::optional<float> max
                 });
 }
 
+// gelu, one element at a time, in the formulas of PyTorch's CPU kernel. erf and
+// tanh come from core/fast_math.hpp: std::erf is a library call per element,
+// and a GPT's MLP runs gelu over 4 * C values per position.
+namespace {
+constexpr float sqrt1_2 = 0.70710678118654752f;        // 1 / sqrt(2)
+constexpr float inv_sqrt_2pi = 0.39894228040143268f;   // 1 / sqrt(2 pi)
+constexpr float sqrt_2_over_pi = 0.79788456080286536f;  // sqrt(2 / pi)
+constexpr float kappa = 0.044715f;
+}  // namespace
+
+TG_ALSO_FOR_AVX2 static void gelu_values(const float* x, float* y, std::size_t n, bool tanh_form) {
+  if (tanh_form) {  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + kappa x^3)))
+    for (std::size_t i = 0; i < n; ++i)
+      y[i] = 0.5f * x[i] * (1.0f + detail::tanh_fast(sqrt_2_over_pi * (x[i] + kappa * x[i] * x[i] * x[i])));
+  } else {  // x Phi(x) = x 0.5 (1 + erf(x / sqrt(2)))
+    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * 0.5f * (1.0f + detail::erf_fast(x[i] * sqrt1_2));
+  }
+}
+
+// dx = g * gelu'(x).
+TG_ALSO_FOR_AVX2 static void gelu_slopes(const float* x, const float* g, float* dx, std::size_t n, bool tanh_form) {
+  if (tanh_form) {  // with u = sqrt(2 / pi) (x + kappa x^3) and t = tanh(u):
+    for (std::size_t i = 0; i < n; ++i) {  // 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx
+      const float t = detail::tanh_fast(sqrt_2_over_pi * (x[i] + kappa * x[i] * x[i] * x[i]));
+      const float du = sqrt_2_over_pi * (1.0f + 3.0f * kappa * x[i] * x[i]);
+      dx[i] = g[i] * (0.5f * (1.0f + t) + 0.5f * x[i] * (1.0f - t * t) * du);
+    }
+  } else {  // Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) the normal density
+    for (std::size_t i = 0; i < n; ++i) {
+      const float cdf = 0.5f * (1.0f + detail::erf_fast(x[i] * sqrt1_2));
+      const float pdf = inv_sqrt_2pi * detail::exp_fast(-0.5f * x[i] * x[i]);
+      dx[i] = g[i] * (cdf + x[i] * pdf);
+    }
+  }
+}
+
+Tensor gelu(const Tensor& a, std::string_view approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    throw std::invalid_argument("gelu: approximate must be \"none\" or \"tanh\"; got \"" + std::string(approximate) +
+                                "\"");
+  const bool tanh_form = approximate == "tanh";
+  Array y = empty_array("gelu", a.shape());
+  gelu_values(a.value().data(), y.data(), y.size(), tanh_form);
+  return record("gelu", std::move(y), {a}, [tanh_form](const Array& g, const Node& n, Grads& d) {
+                  Array dx = xt::empty<float>(n.input_shape(0));
+                  gelu_slopes(n.input(0).data(), g.data(), dx.data(), dx.size(), tanh_form);
+                  d[0] = std::move(dx);
+                });
+}
+
 // maximum and minimum. wins(x, y) is x > y (maximum) or x < y (minimum). Where
 // a == b both inputs get half of g; a NaN on either side passes the whole of g to
 // both (PyTorch's rule).
@@ -420,6 +480,72 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
                 });
 }
 
+// x broadcast to `shape` (which it must broadcast to), as a new array. A mask
+// that fills the trailing dims, a [T, T] mask under [B, H, T, T] scores, is
+// copied block after block; other shapes go through xtensor's broadcast.
+static Array broadcast_to(const Array& x, const Shape& shape) {
+  Shape xs = shape_of(x);
+  if (xs == shape) return x;
+  while (!xs.empty() && xs.front() == 1) xs.erase(xs.begin());
+  const auto trailing = shape.end() - static_cast<std::ptrdiff_t>(std::min(xs.size(), shape.size()));
+  if (xs.size() <= shape.size() && std::equal(xs.begin(), xs.end(), trailing)) {
+    Array out = empty_array("broadcast", shape);
+    for (std::size_t at = 0; at < out.size(); at += x.size()) std::copy_n(x.data(), x.size(), out.data() + at);
+    return out;
+  }
+  return xt::broadcast(x, shape);
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, float value) {
+  const Shape out_shape = broadcast_shapes("masked_fill", a.shape(), mask.shape());
+  Array out = broadcast_to(a.value(), out_shape);
+  const Array m = broadcast_to(mask.value(), out_shape);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (m.data()[i] != 0.0f) out.data()[i] = value;
+  return record("masked_fill", std::move(out), {a, mask}, [out_shape](const Array& g, const Node& n, Grads& d) {
+                  const Array m = broadcast_to(n.input(1), out_shape);
+                  Array ga = g;  // the filled places did not depend on a
+                  for (std::size_t i = 0; i < ga.size(); ++i)
+                    if (m.data()[i] != 0.0f) ga.data()[i] = 0.0f;
+                  d[0] = std::move(ga);
+                });
+}
+
+// Zeroes element (i, j) of each [rows, cols] matrix in x unless j - i <= diagonal
+// (lower) or j - i >= diagonal (upper).
+static void zero_outside_triangle(float* x, std::size_t size, std::size_t rows, std::size_t cols, int64_t diagonal,
+                                  bool lower) {
+  for (std::size_t at = 0; at < size; at += rows * cols)
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) {
+        const int64_t off = static_cast<int64_t>(j) - static_cast<int64_t>(i);
+        if (lower ? off > diagonal : off < diagonal) x[at + i * cols + j] = 0.0f;
+      }
+}
+
+static Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool lower) {
+  const Shape s = a.shape();
+  if (s.size() < 2)
+    throw std::invalid_argument(std::string(op) +
+                                ": needs a tensor of 2 or more dims (matrices in the last two); got shape " +
+                                shape_str(s));
+  const std::size_t rows = s[s.size() - 2], cols = s.back();
+  Array out = a.value();
+  zero_outside_triangle(out.data(), out.size(), rows, cols, diagonal, lower);
+  return record(op, std::move(out), {a}, [rows, cols, diagonal, lower](const Array& g, const Node&, Grads& d) {
+                  Array ga = g;
+                  zero_outside_triangle(ga.data(), ga.size(), rows, cols, diagonal, lower);
+                  d[0] = std::move(ga);
+                });
+}
+
+Tensor tril(const Tensor& a, int64_t diagonal) {
+  return triangle("tril", a, diagonal, true);
+}
+Tensor triu(const Tensor& a, int64_t diagonal) {
+  return triangle("triu", a, diagonal, false);
+}
+
 Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
   if (!(p >= 0.0f && p <= 1.0f))
     throw std::invalid_argument("dropout: probability has to be between 0 and 1, but got " + std::to_string(p));
@@ -440,20 +566,14 @@ Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
 
 // ------------------------------------------------------------------- matmul
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  const Shape as = a.shape(), bs = b.shape();
-  if ((as.size() != 2 && as.size() != 3) || bs.size() != 2)
-    throw std::invalid_argument("matmul: supports [n, k] x [k, m] and [B, n, k] x [k, m]; got " +
-                                shape_str(as) + " and " + shape_str(bs));
-  const std::size_t k = as.back(), m = bs[1];
-  if (bs[0] != k)
-    throw std::invalid_argument("matmul: shapes " + shape_str(as) + " and " + shape_str(bs) +
-                                ": inner dimensions differ (" + std::to_string(k) + " vs " +
-                                std::to_string(bs[0]) + ")");
-  const std::size_t rows = leading_rows(as);  // B * n rows for 3-d
+// [rows, k] x [k, m] -> [rows, m] with rows = every dim of a but the last: one
+// GEMM for a matrix, or for a batch [B, n, k] times one [k, m].
+static Tensor matmul_rows(const Tensor& a, const Tensor& b) {
+  const Shape as = a.shape();
+  const std::size_t rows = leading_rows(as), k = as.back(), m = b.shape()[1];
   Shape out_shape = as;
   out_shape.back() = m;
-  Array out = xt::empty<float>(out_shape);
+  Array out = empty_array("matmul", out_shape);
   gemm(false, false, rows, m, k, a.value().data(), b.value().data(), out.data());  // [rows, m]
 
   return record("matmul", std::move(out), {a, b}, [rows, k, m](const Array& g, const Node& n, Grads& d) {
@@ -468,6 +588,89 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                     gemm(true, false, k, m, rows, n.input(0).data(), g.data(), gb.data());
                     d[1] = std::move(gb);
                   }
+                });
+}
+
+// For each matrix of the broadcast batch (in row-major order), which matrix of
+// a batch of shape `own` it reads: its position with the dims `own` lacks or
+// has as 1 held at 0.
+static std::vector<std::size_t> batch_sources(const Shape& own, const Shape& batch) {
+  const std::size_t lead = batch.size() - own.size();
+  std::vector<std::size_t> stride(batch.size(), 0);  // 0 along a broadcast dim
+  std::size_t step = 1;
+  for (std::size_t d = batch.size(); d-- > lead;) {
+    if (own[d - lead] != 1) stride[d] = step;
+    step *= own[d - lead];
+  }
+  std::size_t count = 1;
+  for (std::size_t d : batch) count *= d;
+  std::vector<std::size_t> source(count), coord(batch.size(), 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t d = 0; d < batch.size(); ++d) source[i] += coord[d] * stride[d];
+    for (std::size_t d = batch.size(); d-- > 0;) {  // next position, row-major
+      if (++coord[d] < batch[d]) break;
+      coord[d] = 0;
+    }
+  }
+  return source;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const Shape as = a.shape(), bs = b.shape();
+  if (as.size() < 2 || bs.size() < 2)
+    throw std::invalid_argument("matmul: needs matrices, [.., n, k] x [.., k, m] (2 or more dims each); got shapes " +
+                                shape_str(as) + " and " + shape_str(bs));
+  const std::size_t n = as[as.size() - 2], k = as.back(), m = bs.back();
+  if (bs[bs.size() - 2] != k)
+    throw std::invalid_argument("matmul: shapes " + shape_str(as) + " and " + shape_str(bs) +
+                                ": inner dimensions differ (" + std::to_string(k) + " vs " +
+                                std::to_string(bs[bs.size() - 2]) + ")");
+  if (bs.size() == 2) return matmul_rows(a, b);
+
+  // One GEMM per matrix of the broadcast batch: out[i] = a[a_src[i]] b[b_src[i]].
+  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes("matmul", a_batch, b_batch);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("matmul: shapes " + shape_str(as) + " and " + shape_str(bs) + ": the batch dims " +
+                                shape_str(a_batch) + " and " + shape_str(b_batch) + " cannot be broadcast together");
+  }
+  const std::vector<std::size_t> a_src = batch_sources(a_batch, batch), b_src = batch_sources(b_batch, batch);
+  Shape out_shape = batch;
+  out_shape.insert(out_shape.end(), {n, m});
+  Array out = empty_array("matmul", out_shape);
+  const float *A = a.value().data(), *B = b.value().data();
+  for (std::size_t i = 0; i < a_src.size(); ++i)
+    gemm(false, false, n, m, k, A + a_src[i] * n * k, B + b_src[i] * k * m, out.data() + i * n * m);
+
+  return record("matmul", std::move(out), {a, b}, [n, k, m, a_src, b_src](const Array& g, const Node& node, Grads& d) {
+                  // A matrix used by several products (a broadcast one) gets the sum
+                  // of their gradients: the first GEMM writes, the others add.
+                  auto grads_of = [&](std::size_t input, const std::vector<std::size_t>& src, std::size_t size,
+                                      auto product) {
+                    const auto& shape = node.input_shape(input);
+                    std::size_t count = 1;  // matrices in this input
+                    for (std::size_t j = 0; j + 2 < shape.size(); ++j) count *= shape[j];
+                    Array gx = xt::empty<float>(shape);
+                    std::vector<bool> written(count, false);
+                    for (std::size_t i = 0; i < src.size(); ++i) {
+                      product(i, gx.data() + src[i] * size, written[src[i]]);
+                      written[src[i]] = true;
+                    }
+                    for (std::size_t j = 0; j < written.size(); ++j)  // in no product (an empty batch)
+                      if (!written[j]) std::fill_n(gx.data() + j * size, size, 0.0f);
+                    d[input] = std::move(gx);
+                  };
+                  const float *A = node.input(0).data(), *B = node.input(1).data();
+                  if (node.needs_grad(0))  // dA = g B^T: [n, m] x [m, k]
+                    grads_of(0, a_src, n * k, [&](std::size_t i, float* ga, bool add) {
+                      gemm(false, true, n, k, m, g.data() + i * n * m, B + b_src[i] * k * m, ga, add);
+                    });
+                  if (node.needs_grad(1))  // dB = A^T g: [k, n] x [n, m]
+                    grads_of(1, b_src, k * m, [&](std::size_t i, float* gb, bool add) {
+                      gemm(true, false, k, m, n, A + a_src[i] * n * k, g.data() + i * n * m, gb, add);
+                    });
                 });
 }
 
@@ -631,32 +834,84 @@ Indices argmax(const Tensor& a) {
 
 // ----------------------------------------------------------- softmax family
 
-// x - max(x) - log(sum(exp(x - max(x)))) along ax: never overflows.
-static Array log_softmax_values(const Array& x, std::size_t ax) {
-  if (x.size() == 0) return x;
-  Array m = xt::amax(x, {ax}, xt::keep_dims);
-  Array shifted = x - m;
-  Array lse = xt::log(sum_over(xt::exp(shifted), {ax}, true));
-  return shifted - lse;
+// One row at a time: softmax(x) = exp(x - max) / sum(exp(x - max)) and
+// log_softmax(x) = x - max - log(sum(exp(x - max))), which never overflow. The
+// sum is in double.
+TG_ALSO_FOR_AVX2 static void softmax_row(const float* x, float* y, std::size_t n, bool log) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;  // a NaN is passed over here, but makes the sum NaN
+  for (std::size_t i = 0; i < n; ++i) y[i] = detail::exp_fast(x[i] - m);
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += y[i];
+  if (log) {
+    const float log_sum = std::log(static_cast<float>(sum));
+    for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_sum;
+  } else {
+    const float total = static_cast<float>(sum);
+    for (std::size_t i = 0; i < n; ++i) y[i] = y[i] / total;
+  }
+}
+
+// The gradient of one row from the output y: softmax dx = y (g - sum(g y)),
+// log_softmax dx = g - exp(y) sum(g).
+TG_ALSO_FOR_AVX2 static void softmax_row_grad(const float* y, const float* g, float* dx, std::size_t n, bool log) {
+  double sum = 0;
+  if (log) {
+    for (std::size_t i = 0; i < n; ++i) sum += g[i];
+    const float s = static_cast<float>(sum);
+    for (std::size_t i = 0; i < n; ++i) dx[i] = g[i] - detail::exp_fast(y[i]) * s;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) sum += g[i] * y[i];
+    const float s = static_cast<float>(sum);
+    for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] * (g[i] - s);
+  }
+}
+
+// Calls row(x_row, z_row, out_row) for every row along axis ax of arrays of
+// `shape` (z may be null). Rows along the last axis are used in place; others
+// are copied into buffers first, and the result copied back.
+template <class Row>
+static void for_each_row(const Shape& shape, std::size_t ax, const float* x, const float* z, float* out, Row row) {
+  const AxisSplit s = split_at(shape, ax);
+  if (s.inner == 1) {
+    for (std::size_t o = 0; o < s.outer; ++o) row(x + o * s.n, z ? z + o * s.n : nullptr, out + o * s.n);
+    return;
+  }
+  std::vector<float> xr(s.n), zr(s.n), outr(s.n);
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t i = 0; i < s.inner; ++i) {
+      const std::size_t first = o * s.n * s.inner + i;  // element j of the row is at first + j * inner
+      for (std::size_t j = 0; j < s.n; ++j) xr[j] = x[first + j * s.inner];
+      if (z)
+        for (std::size_t j = 0; j < s.n; ++j) zr[j] = z[first + j * s.inner];
+      row(xr.data(), z ? zr.data() : nullptr, outr.data());
+      for (std::size_t j = 0; j < s.n; ++j) out[first + j * s.inner] = outr[j];
+    }
+}
+
+static Tensor softmax_along(const char* op, const Tensor& a, int64_t dim, bool log) {
+  const Shape shape = a.shape();
+  const std::size_t ax = normalize_dim(op, dim, shape);
+  const std::size_t n = shape[ax];
+  Array y = empty_array(op, shape);
+  for_each_row(shape, ax, a.value().data(), nullptr, y.data(),
+               [n, log](const float* x, const float*, float* out) { softmax_row(x, out, n, log); });
+  return record(op, std::move(y), {a}, [shape, ax, n, log](const Array& g, const Node& node, Grads& d) {
+                  Array dx = xt::empty<float>(shape);
+                  for_each_row(shape, ax, node.output_value().data(), g.data(), dx.data(),
+                               [n, log](const float* y, const float* gr, float* out) {
+                                 softmax_row_grad(y, gr, out, n, log);
+                               });
+                  d[0] = std::move(dx);
+                });
 }
 
 Tensor log_softmax(const Tensor& a, int64_t dim) {
-  const std::size_t ax = normalize_dim("log_softmax", dim, a.dim());
-  return record("log_softmax", log_softmax_values(a.value(), ax), {a}, [ax](const Array& g, const Node& n, Grads& d) {
-                  // dx = g - softmax * sum(g), with softmax = exp(y)
-                  Array gs = sum_over(g, {ax}, true);
-                  d[0] = g - xt::exp(n.output_value()) * gs;
-                });
+  return softmax_along("log_softmax", a, dim, true);
 }
 
 Tensor softmax(const Tensor& a, int64_t dim) {
-  const std::size_t ax = normalize_dim("softmax", dim, a.dim());
-  return record("softmax", xt::exp(log_softmax_values(a.value(), ax)), {a}, [ax](const Array& g, const Node& n, Grads& d) {
-                  // dx = y * (g - sum(g * y))
-                  const Array& y = n.output_value();
-                  Array gy = sum_over(g * y, {ax}, true);
-                  d[0] = y * (g - gy);
-                });
+  return softmax_along("softmax", a, dim, false);
 }
 
 // -------------------------------------------------------------------- shape
@@ -703,15 +958,85 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
                      "reshape");
 }
 
+// Copies x (of shape `in`) into out, whose dim i is x's dim perm[i]. Walks out
+// in order and reads x through the permuted strides, the innermost dim in one loop.
+static void permute_copy(const float* x, float* out, const Shape& in, const std::vector<std::size_t>& perm) {
+  const std::size_t rank = in.size();
+  std::size_t total = 1;
+  for (std::size_t d : in) total *= d;
+  if (total == 0) return;
+  if (rank == 0) {
+    out[0] = x[0];
+    return;
+  }
+  std::vector<std::size_t> in_stride(rank, 1);
+  for (std::size_t d = rank - 1; d-- > 0;) in_stride[d] = in_stride[d + 1] * in[d + 1];
+  Shape shape(rank);
+  std::vector<std::size_t> stride(rank);  // how far x moves for one step along out's dim i
+  for (std::size_t i = 0; i < rank; ++i) {
+    shape[i] = in[perm[i]];
+    stride[i] = in_stride[perm[i]];
+  }
+  const std::size_t inner = shape.back(), step = stride.back();
+  std::vector<std::size_t> coord(rank, 0);
+  std::size_t offset = 0;
+  for (std::size_t done = 0; done < total; done += inner, out += inner) {
+    if (step == 1)
+      std::copy_n(x + offset, inner, out);
+    else
+      for (std::size_t j = 0; j < inner; ++j) out[j] = x[offset + j * step];
+    for (std::size_t d = rank - 1; d-- > 0;) {  // the next row: count up the outer dims
+      offset += stride[d];
+      if (++coord[d] < shape[d]) break;
+      offset -= stride[d] * shape[d];
+      coord[d] = 0;
+    }
+  }
+}
+
+// a with its dims reordered by perm (checked); backward reorders the gradient back.
+static Tensor permuted(const char* op, const Tensor& a, const std::vector<std::size_t>& perm) {
+  const Shape in = a.shape();
+  Shape out_shape(in.size());
+  std::vector<std::size_t> inverse(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    out_shape[i] = in[perm[i]];
+    inverse[perm[i]] = i;
+  }
+  Array out = empty_array(op, out_shape);
+  permute_copy(a.value().data(), out.data(), in, perm);
+  Tensor t = record(op, std::move(out), {a}, [out_shape, inverse](const Array& g, const Node& n, Grads& d) {
+    Array ga = xt::empty<float>(n.input_shape(0));
+    permute_copy(g.data(), ga.data(), out_shape, inverse);
+    d[0] = std::move(ga);
+  });
+  return copy_of_view(t, op);
+}
+
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1) {
-  const std::size_t d0 = normalize_dim("transpose", dim0, a.dim());
-  const std::size_t d1 = normalize_dim("transpose", dim1, a.dim());
+  const std::size_t d0 = normalize_dim("transpose", dim0, a.shape());
+  const std::size_t d1 = normalize_dim("transpose", dim1, a.shape());
   std::vector<std::size_t> perm(a.dim());
   std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[d0], perm[d1]);  // swapping two axes is its own inverse
-  return copy_of_view(record("transpose", xt::transpose(a.value(), perm), {a},
-                            [perm](const Array& g, const Node&, Grads& d) { d[0] = xt::transpose(g, perm); }),
-                     "transpose");
+  std::swap(perm[d0], perm[d1]);
+  return permuted("transpose", a, perm);
+}
+
+Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
+  const Shape s = a.shape();
+  std::string listed;
+  for (int64_t d : dims) listed += (listed.empty() ? "" : ", ") + std::to_string(d);
+  if (dims.size() != s.size())
+    throw std::invalid_argument("permute: dims [" + listed + "] for shape " + shape_str(s) + ": name each of its " +
+                                std::to_string(s.size()) + " dims once");
+  std::vector<std::size_t> perm;
+  for (int64_t d : dims) {
+    perm.push_back(normalize_dim("permute", d, s));
+    if (std::find(perm.begin(), perm.end() - 1, perm.back()) != perm.end() - 1)
+      throw std::invalid_argument("permute: dims [" + listed + "] for shape " + shape_str(s) + " name dim " +
+                                  std::to_string(perm.back()) + " twice");
+  }
+  return permuted("permute", a, perm);
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {

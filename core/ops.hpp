@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "factories.hpp"
@@ -52,6 +53,10 @@ Tensor sqrt(const Tensor& a);  // gradient 1 / (2 sqrt(x)): inf at x = 0, as PyT
 // min(max(x, min), max); at least one bound. The gradient passes where
 // min <= x <= max, bounds included (PyTorch's rule); NaN stays NaN with gradient 0.
 Tensor clamp(const Tensor& a, std::optional<float> min, std::optional<float> max);
+// PyTorch's F.gelu: x * Phi(x), Phi the standard normal CDF, written with erf
+// (approximate = "none") or with tanh (approximate = "tanh", GPT-2's form:
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))). Any other string throws.
+Tensor gelu(const Tensor& a, std::string_view approximate = "none");
 // Elementwise larger/smaller of two tensors, broadcasting; NaN wins. Where a == b
 // each input gets half the gradient (PyTorch's rule).
 Tensor maximum(const Tensor& a, const Tensor& b);
@@ -76,6 +81,19 @@ Tensor ne(const Tensor& a, float b);
 // gradient goes to a where the condition holds and to b elsewhere; the
 // condition gets none. (PyTorch's condition is a bool tensor; here any mask.)
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+// `value` where mask is non-zero, a elsewhere (torch.masked_fill; its mask is
+// bool, here a tensor of 0s and non-zeros, as tril or a comparison gives). a and
+// mask broadcast together, as in PyTorch. The gradient goes to a where the mask
+// is 0; the mask gets none. Attention's causal mask:
+//   masked_fill(scores, eq(tril(ones({T, T})), 0.0f), -INFINITY)   // [B, H, T, T]
+Tensor masked_fill(const Tensor& a, const Tensor& mask, float value);
+// The lower (tril) or upper (triu) triangle of the matrices in the last two dims,
+// zeros elsewhere, as torch.tril / torch.triu: element (i, j) is kept when
+// j - i <= diagonal (tril) or j - i >= diagonal (triu). diagonal 0 is the main
+// diagonal, 1 the one above it, -1 the one below. The gradient passes where the
+// values are kept. At least 2 dims.
+Tensor tril(const Tensor& a, int64_t diagonal = 0);
+Tensor triu(const Tensor& a, int64_t diagonal = 0);
 
 // ---- dropout: PyTorch's F.dropout(a, p, training). When training, each element
 // is zeroed with probability p, drawn from gen, and the rest are scaled by
@@ -83,7 +101,14 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 // training, or p = 0, returns `a` itself. The gradient uses the same mask.
 Tensor dropout(const Tensor& a, float p, bool train, Generator& gen);
 
-// ---- matrix product through BLAS: [n, k] x [k, m] -> [n, m] and [B, n, k] x [k, m] -> [B, n, m]
+// ---- matrix product through BLAS, as torch.matmul for inputs of 2 or more dims:
+// [n, k] x [k, m] -> [n, m], and batches of matrices, [.., n, k] x [.., k, m] ->
+// [.., n, m], whose batch dims (all but the last two) broadcast:
+//   [B, n, k] x [k, m]        -> [B, n, m]      (one GEMM over B * n rows)
+//   [B, H, T, d] x [B, H, d, T] -> [B, H, T, T]  (attention scores: B * H GEMMs)
+//   [B, 1, n, k] x [H, k, m]  -> [B, H, n, m]
+// A broadcast input's gradient is summed over the batch dims it was repeated
+// along. 1-d inputs (PyTorch's vector cases) are not supported.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // PyTorch's F.linear: x [.., in] times weight [out, in] transposed, plus bias [out]
@@ -112,17 +137,27 @@ MaxResult max(const Tensor& a, int64_t dim, bool keepdim = false);
 Indices argmax(const Tensor& a);
 Indices argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 
-// ---- softmax family, numerically stable (the max is subtracted first)
+// ---- softmax family along any dim, numerically stable (the max is subtracted
+// first). A -inf entry (a masked attention score) gets probability 0; a row of
+// nothing but -inf gives NaN, as in PyTorch.
 Tensor softmax(const Tensor& a, int64_t dim = -1);
 Tensor log_softmax(const Tensor& a, int64_t dim = -1);
 
 // ---- shape
-// reshape, transpose, flatten and narrow return copies, where PyTorch returns
+// reshape, transpose, permute, flatten and narrow return copies, where PyTorch returns
 // views: a write into the result would not reach `a`, so value_mut() and copy_()
 // on the result throw std::logic_error (write into `a`, or into result.detach()).
 // Gradients are the same as through PyTorch's views.
 Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape);  // one entry may be -1
+// Two dims swapped (any two; negatives count from the end), as torch.transpose:
+// transpose(k, -2, -1) turns [B, H, T, d] into [B, H, d, T]. A copy here, a
+// view in PyTorch.
 Tensor transpose(const Tensor& a, int64_t dim0 = 0, int64_t dim1 = 1);
+// Dims reordered, as torch.permute: the output's dim i is a's dim dims[i], so
+// dims names every dim once (negatives count from the end). Splitting heads:
+//   permute(reshape(x, {B, T, H, d}), {0, 2, 1, 3})   // [B, T, C] -> [B, H, T, d]
+// A copy here, a view in PyTorch; the gradient is permuted back.
+Tensor permute(const Tensor& a, const std::vector<int64_t>& dims);
 // Dims start_dim..end_dim merged into one (a reshape). A 0-d tensor becomes [1]
 // (its dims count as those of a 1-d tensor, 0 or -1, as in PyTorch).
 Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
@@ -180,8 +215,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reducti
 Array sum_to_shape(const Array& grad, const Shape& shape);
 // Shape of a op b under broadcasting; throws naming `op` when they do not broadcast.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
-// Turns a possibly negative dim into an axis of a `rank`-d tensor; throws naming `op`.
+// Turns a possibly negative dim into an axis of a `rank`-d tensor; throws naming `op`
+// (and, given the shape, the shape).
 std::size_t normalize_dim(const char* op, int64_t dim, std::size_t rank);
+std::size_t normalize_dim(const char* op, int64_t dim, const Shape& shape);
 // Throws std::out_of_range naming `op` unless every index is in [0, size).
 void check_indices(const char* op, const Indices& index, std::size_t size);
 

@@ -72,7 +72,7 @@ class Tensor {
   // earlier op read then throws instead of computing a wrong gradient. So write
   // between a step and the next forward (as optimizers do), and do not keep the
   // reference across a forward pass: a write through a kept reference is not seen.
-  // On the result of reshape, transpose, flatten or narrow (copies here, views in
+  // On the result of reshape, transpose, permute, flatten or narrow (copies here, views in
   // PyTorch) it throws std::logic_error: write into the input, or into detach().
   Array& value_mut();
   // Overwrites the values in place (same shape) and bumps version(). A tensor

@@ -15,8 +15,11 @@ float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm, float n
   double acc = 0;  // max |x| for infinity, else the sum of |x|^p
   for (Tensor p : params) {
     if (p.grad().empty()) continue;
-    for (float x : p.grad_mut().values_mut())  // a SparseRows gradient's listed rows only
-      acc = inf ? std::max(acc, double(std::abs(x))) : acc + std::pow(std::abs(double(x)), double(norm_type));
+    for (float x : p.grad_mut().values_mut()) {  // a SparseRows gradient's listed rows only
+      const double a = std::abs(double(x));
+      // x * x is what pow gives for p = 2 (a float's square is exact in double), without a call per value
+      acc = inf ? std::max(acc, a) : acc + (norm_type == 2.0f ? a * a : std::pow(a, double(norm_type)));
+    }
   }
   const double total = inf ? acc : std::pow(acc, 1.0 / norm_type);
   const double coef = max_norm / (total + 1e-6);

@@ -11,6 +11,11 @@ static float checked_p(float p) {
   return p;
 }
 
+GELU::GELU(std::string_view approximate) : approximate_(approximate) {
+  if (approximate_ != "none" && approximate_ != "tanh")
+    throw std::invalid_argument("GELU: approximate must be \"none\" or \"tanh\"; got \"" + approximate_ + "\"");
+}
+
 Dropout::Dropout(float p) : p_(checked_p(p)) {}
 Dropout::Dropout(float p, Generator gen) : p_(checked_p(p)), gen_(std::move(gen)) {}
 

@@ -1,4 +1,4 @@
-// Layers without weights: the activations ReLU, Tanh and Sigmoid, Flatten, and
+// Layers without weights: the activations ReLU, Tanh, Sigmoid and GELU, Flatten, and
 // Dropout, as PyTorch's nn modules of the same names. They exist so a model can
 // be written as a list of layers (nn::Sequential); each forward() is the core
 // op of the same name.
@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "../core/ops.hpp"
 #include "../core/tensor.hpp"
@@ -35,6 +37,19 @@ class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& x) const override { return tg::sigmoid(x); }
   std::shared_ptr<Module> clone() const override { return copy_into(std::make_shared<Sigmoid>()); }
+};
+
+// tg::gelu: approximate "none" (erf, PyTorch's default) or "tanh" (GPT-2's);
+// another string throws.
+class GELU : public Module {
+ public:
+  explicit GELU(std::string_view approximate = "none");
+  Tensor forward(const Tensor& x) const override { return tg::gelu(x, approximate_); }
+  std::shared_ptr<Module> clone() const override { return copy_into(std::make_shared<GELU>(approximate_)); }
+  const std::string& approximate() const { return approximate_; }
+
+ private:
+  std::string approximate_;
 };
 
 // Merges dims start_dim..end_dim. The default keeps dim 0 (the batch) and

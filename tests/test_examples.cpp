@@ -500,6 +500,83 @@ TEST_SUITE("examples") {
   }
 }
 
+// ---- names_gpt: the character-level transformer (docs/transformer.md), a few
+// epochs on the bundled 600 names (17 steps an epoch).
+TEST_SUITE("examples") {
+  TEST_CASE("names_gpt resumes exactly, and its loss falls: 3 epochs = 1 epoch, stop, 2 resumed") {
+    TempDir tmp;
+    const std::string exe = tg::test::example_path("names_gpt") + " --epochs 3";
+    const std::string full = tmp.file("full.ckpt"), half = tmp.file("half.ckpt"), resumed = tmp.file("resumed.ckpt");
+    auto a = run_command(exe + " --save " + full);
+    auto b = run_command(exe + " --stop-after 1 --save " + half);
+    auto c = run_command(exe + " --load " + half + " --save " + resumed);
+    INFO(a.output << "\n---\n" << b.output << "\n---\n" << c.output);
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    REQUIRE(c.status == 0);
+    // Weights, AdamW's moments and step counts, the generator (shuffling, dropout): byte for byte.
+    CHECK(tg::test::read_file(full).size() > 100000);
+    CHECK(tg::test::read_file(full) == tg::test::read_file(resumed));
+    CHECK(tg::test::read_file(full) != tg::test::read_file(half));
+    const auto rows_a = epoch_rows(a.output), rows_b = epoch_rows(b.output), rows_c = epoch_rows(c.output);
+    REQUIRE(rows_a.size() == 3);
+    REQUIRE(rows_b.size() == 1);
+    REQUIRE(rows_c.size() == 2);  // epochs 2 and 3 only
+    CHECK(rows_b.at(1) == rows_a.at(1));
+    CHECK(rows_c.at(2) == rows_a.at(2));
+    CHECK(rows_c.at(3) == rows_a.at(3));
+    CHECK(line_after(c.output, "sampled:") == line_after(a.output, "sampled:"));
+
+    // The warm-up: 51 of its 100 steps by the end of epoch 3, lr 3e-3 * 51 / 100.
+    REQUIRE(rows_a.at(3).size() == 3);  // lr, train_loss, dev_loss
+    CHECK(rows_a.at(3)[0] == doctest::Approx(3e-3 * 51 / 100).epsilon(1e-3));
+    // From about ln 27 = 3.30 nats per character, the dev loss falls.
+    CHECK(rows_a.at(1)[2] < std::log(27.0) + 0.1);
+    CHECK(rows_a.at(3)[2] < rows_a.at(1)[2] - 0.3);
+    std::stringstream sampled(line_after(a.output, "sampled:"));
+    std::vector<std::string> names;
+    for (std::string name; sampled >> name;) names.push_back(name);
+    CHECK(names.size() >= 18);  // 20, some of which may be empty (the model ended it at once)
+    for (const std::string& name : names) {
+      CHECK(name.size() <= 15);
+      CHECK(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
+    }
+  }
+
+  TEST_CASE("names_gpt --init-out writes the initial weights by name; --bench-steps times steps; bad input is named") {
+    TempDir tmp;
+    const std::string exe = tg::test::example_path("names_gpt");
+    auto r = run_command(exe + " --epochs 1 --init-out " + tmp.file("init.safetensors"));
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    const std::string init = tg::test::read_file(tmp.file("init.safetensors"));
+    for (const char* name : {"tok.weight", "pos.weight", "blocks.0.attn.query.weight", "blocks.1.fc2.bias", "ln.weight",
+                             "head.weight"})
+      CHECK(init.find(name) != std::string::npos);
+
+    r = run_command("OPENBLAS_NUM_THREADS=1 " + exe + " --bench-steps 3");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("step_ms: ") != std::string::npos);
+    CHECK(r.output.find(" cpu_ms: ") != std::string::npos);
+    CHECK(r.output.find("epoch") == std::string::npos);  // no training table
+
+    {
+      std::ofstream out(tmp.file("names.txt"));
+      for (int i = 0; i < 20; ++i) out << (i == 7 ? "bartholomewjameson" : "anna") << '\n';
+    }
+    r = run_command(exe + " --data " + tmp.file("names.txt"));
+    CHECK(r.status == 1);
+    CHECK(r.output.find("names.txt:8: not a name of 1 to 15 letters a-z") != std::string::npos);
+    r = run_command(exe + " --heads 8");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("names_gpt: bad flag --heads") != std::string::npos);
+    r = run_command(exe + " --load " + tmp.file("names.txt"));
+    CHECK(r.status == 1);
+    CHECK(r.output.find("names.txt") != std::string::npos);
+  }
+}
+
 TEST_SUITE("examples") {
   TEST_CASE("the README's module program trains, and its checkpoint and clone give the trained model's outputs") {
     // Compiled from README.md like readme_digits; what it prints is also the

@@ -149,6 +149,7 @@ TEST_SUITE("core") {
     const std::vector<std::pair<std::string, tg::Tensor>> results = {
         {"reshape", tg::reshape(w, {6})},
         {"transpose", tg::transpose(w)},
+        {"permute", tg::permute(w, {1, 0})},
         {"flatten", tg::flatten(w)},
         {"narrow", tg::narrow(w, 1, 0, 2)},
     };
