@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 namespace tg {
 
@@ -80,6 +81,7 @@ static std::ostream* env_trace() {  // TAPEGRAD_TRACE=1 traces to stderr
 static thread_local std::ostream* trace_to = env_trace();
 static thread_local bool anomaly = false;
 static thread_local bool retain_all = false;
+static thread_local debug::StepObserver observer;  // empty: none
 
 TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) {
   trace_to = &os;
@@ -112,6 +114,11 @@ bool retain_all_grads() {
   return retain_all;
 }
 
+StepObserverGuard::StepObserverGuard(StepObserver o) : previous_(std::exchange(observer, std::move(o))) {}
+StepObserverGuard::~StepObserverGuard() {
+  observer = std::move(previous_);
+}
+
 static bool finite(const float* p, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i])) return false;
@@ -139,6 +146,7 @@ void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
         throw AnomalyError("anomaly: backward of op '" + node.op + "' (tape entry " + std::to_string(node.index) +
                            ") produced NaN or Inf in the gradient of its input " + std::to_string(i) + " " +
                            tensor_str(node.inputs[i].tensor));
+  if (observer) observer(node, grad_output, grads);
   if (!trace_to) return;
   std::ostream& os = *trace_to;
   os << "backward " << describe(node) << "\n  grad of output: " << values_str(grad_output) << '\n';

@@ -6,7 +6,9 @@
 // backward() is traced step by step; the chain rule is then done by hand and
 // checked against both backward() and finite differences (gradcheck).
 //
-//   backprop_by_hand [--dot FILE]   FILE: Graphviz text of the graph, with gradients
+//   backprop_by_hand [--dot FILE] [--html FILE]
+//     --dot FILE    Graphviz text of the graph, with gradients
+//     --html FILE   a page that steps through the backward pass (tg::write_html; needs graphviz)
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -14,6 +16,8 @@
 #include <xtensor/xmath.hpp>
 
 #include <tapegrad/tapegrad.hpp>
+
+#include "flags.hpp"
 
 namespace {
 
@@ -45,9 +49,13 @@ std::size_t flat_index(const std::string& where, const tg::Shape& shape) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string dot_file = argc == 3 && std::string(argv[1]) == "--dot" ? argv[2] : "";
-  if (argc != 1 && dot_file.empty()) {
-    std::fprintf(stderr, "usage: %s [--dot FILE]\n", argv[0]);
+  std::string dot_file, html_file;  // "": not asked for
+  try {
+    const Flags flag(argc, argv, {{"--dot", ""}, {"--html", ""}});
+    dot_file = flag["--dot"];
+    html_file = flag["--html"];
+  } catch (const std::invalid_argument&) {
+    std::fprintf(stderr, "usage: %s [--dot FILE] [--html FILE]\n", argv[0]);
     return 2;
   }
 
@@ -78,6 +86,19 @@ int main(int argc, char** argv) {
   for (const auto& node : tg::Tape::current().live_entries())
     std::printf("  %s\n      value %s\n", tg::describe(*node).c_str(),
                 values(node->output.lock()->value).c_str());
+
+  // For --html: a page that steps through the backward pass below. It runs
+  // that pass itself and puts every gradient back as it was, so the backward()
+  // below is unchanged. (It comes before gradcheck, which writes the
+  // parameters in place: the graph could not be replayed after that.)
+  if (!html_file.empty()) {
+    try {
+      tg::write_html(loss, html_file);
+    } catch (const std::exception& e) {  // no graphviz, or the file cannot be written
+      std::fprintf(stderr, "backprop_by_hand: %s\n", e.what());
+      return 1;
+    }
+  }
 
   // Backward walks the same entries in reverse. Each step gets the gradient
   // of its output and adds a share into each input that requires grad.
@@ -134,5 +155,7 @@ int main(int argc, char** argv) {
     std::ofstream(dot_file) << tg::to_dot(loss);
     std::printf("wrote %s (render: dot -Tpng %s -o graph.png)\n", dot_file.c_str(), dot_file.c_str());
   }
+  if (!html_file.empty())
+    std::printf("wrote %s (open it in a browser; the arrow keys step)\n", html_file.c_str());
   return report.ok ? 0 : 1;
 }

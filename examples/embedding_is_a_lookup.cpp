@@ -3,7 +3,9 @@
 // one-hot rows gives. Backward differs: the Embedding's gradient lists only the
 // rows that were read, the Linear's covers the whole matrix.
 //
-//   embedding_is_a_lookup [--dot FILE]   FILE: Graphviz text of the loss's graph, with gradients
+//   embedding_is_a_lookup [--dot FILE] [--html FILE]
+//     --dot FILE    Graphviz text of the loss's graph, with gradients
+//     --html FILE   a page that steps through the backward pass (tg::write_html; needs graphviz)
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +15,8 @@
 #include <xtensor/xmath.hpp>
 
 #include <tapegrad/tapegrad.hpp>
+
+#include "flags.hpp"
 
 namespace {
 
@@ -38,9 +42,13 @@ std::string row_str(const tg::Array& a, std::size_t i) {  // "[0.1234, -0.5678, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string dot_file = argc == 3 && std::string(argv[1]) == "--dot" ? argv[2] : "";
-  if (argc != 1 && dot_file.empty()) {
-    std::fprintf(stderr, "usage: %s [--dot FILE]\n", argv[0]);
+  std::string dot_file, html_file;  // "": not asked for
+  try {
+    const Flags flag(argc, argv, {{"--dot", ""}, {"--html", ""}});
+    dot_file = flag["--dot"];
+    html_file = flag["--html"];
+  } catch (const std::invalid_argument&) {
+    std::fprintf(stderr, "usage: %s [--dot FILE] [--html FILE]\n", argv[0]);
     return 2;
   }
   const std::size_t vocab = 6, dim = 3;
@@ -97,6 +105,16 @@ int main(int argc, char** argv) {
               tg::shape_str(upstream.shape()).c_str());
   print_rows(upstream.value(), out_labels);
   std::printf("\n");
+  // For --html: the page runs this backward pass step by step, then puts the
+  // gradients back as they were, so the backward() below is unchanged.
+  if (!html_file.empty()) {
+    try {
+      tg::write_html(loss, html_file);
+    } catch (const std::exception& e) {  // no graphviz, or the file cannot be written
+      std::fprintf(stderr, "embedding_is_a_lookup: %s\n", e.what());
+      return 1;
+    }
+  }
   {
     // For --dot: keep the graph (retain_graph) and every tensor's gradient, so
     // the picture shows what reached each node.
@@ -156,5 +174,7 @@ int main(int argc, char** argv) {
     std::ofstream(dot_file) << tg::to_dot(loss);
     std::printf("wrote %s (render: dot -Tpng %s -o graph.png)\n", dot_file.c_str(), dot_file.c_str());
   }
+  if (!html_file.empty())
+    std::printf("wrote %s (open it in a browser; the arrow keys step)\n", html_file.c_str());
   return 0;
 }

@@ -1,5 +1,6 @@
-// Command-line flags of the small examples (digits_mlp, names_mlp): each flag
-// takes one value, `--name value`; an unknown flag or a missing value throws.
+// Command-line flags of the small examples (digits_mlp, names_mlp, and the
+// lessons' --dot and --html): each flag takes one value, `--name value`; an
+// unknown flag or a missing value throws.
 //
 //   Flags flag(argc, argv, {{"--epochs", "40"}, {"--save", ""}});  // "" = off unless given
 //   int epochs = flag.number("--epochs");

@@ -4,12 +4,19 @@
 //
 // The matrix is in CSR form, as scipy and data/batch.hpp keep it: row i holds
 // entries indptr[i] .. indptr[i + 1] of `indices` (word ids) and `values` (counts).
+//
+//   sparse_rows [--html FILE]   FILE: a page that steps through a backward pass
+//                               of both (tg::write_html; needs graphviz)
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <xtensor/xmath.hpp>
 
 #include <tapegrad/tapegrad.hpp>
+
+#include "flags.hpp"
 
 namespace {
 
@@ -21,7 +28,14 @@ void print_row(const char* title, const tg::Array& a) {  // a is [1, n]
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string html_file;  // "": not asked for
+  try {
+    html_file = Flags(argc, argv, {{"--html", ""}})["--html"];
+  } catch (const std::invalid_argument&) {
+    std::fprintf(stderr, "usage: %s [--html FILE]\n", argv[0]);
+    return 2;
+  }
   // 3 documents x 8 words; each document uses only a few of the words.
   const std::size_t vocab = 8, dim = 4;
   const tg::CsrBatch docs = {
@@ -52,7 +66,8 @@ int main() {
   std::printf("densified row:");
   for (std::size_t j = 0; j < vocab; ++j) std::printf(" %g", dense_row(0, j));
   std::printf("\n");
-  tg::Tensor by_linear = fc(tg::Tensor(dense_row));  // [1, vocab] x [vocab, dim] -> [1, dim]
+  const tg::Tensor row_tensor = tg::Tensor(dense_row).set_name("densified row");
+  tg::Tensor by_linear = fc(row_tensor);  // [1, vocab] x [vocab, dim] -> [1, dim]
 
   // The bag reads only the listed rows of its table and adds them, each scaled by its count.
   const tg::CsrBatch one_doc = {
@@ -84,5 +99,22 @@ int main() {
   const std::size_t big_vocab = 50000;
   std::printf("with a %zu-word vocabulary: linear %zu multiplications, bag still %zu\n", big_vocab,
               big_vocab * dim, bag_mults);
+
+  if (!html_file.empty()) {
+    // Backward through both: d loss / d output is 1 everywhere, so the Linear's
+    // weight gets the densified row in every one of its rows (a dense [4, 8]
+    // gradient), and the bag's table each word's count in the rows it read
+    // (sparse: rows {1, 3, 6} only).
+    fc.weight.set_name("fc.weight");  // names for the page's boxes
+    bag.weight.set_name("bag.weight");
+    const tg::Tensor loss = tg::sum(by_linear) + tg::sum(by_bag);
+    try {
+      tg::write_html(loss, html_file);
+    } catch (const std::exception& e) {  // no graphviz, or the file cannot be written
+      std::fprintf(stderr, "sparse_rows: %s\n", e.what());
+      return 1;
+    }
+    std::printf("wrote %s (open it in a browser; the arrow keys step)\n", html_file.c_str());
+  }
   return 0;
 }

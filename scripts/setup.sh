@@ -7,6 +7,11 @@ packages=(g++ meson ninja-build pkg-config
           xtensor-dev xtl-dev libxtensor-blas-dev libopenblas-dev
           nlohmann-json3-dev doctest-dev python3 python3-numpy gnuplot-nox)
 
+# Optional: tests/test_html.cpp lays out pages with Graphviz and opens them in
+# headless Chromium, and skips (saying so) what is not installed.
+# scripts/test installs these when it can, and goes on without them when it cannot.
+optional_packages=(graphviz chromium)
+
 install_missing_packages() {
   local missing=() p
   for p in "$@"; do
@@ -31,4 +36,20 @@ configure_and_build() {
     meson setup "$dir" "${setup[@]}" >&2
   fi
   meson compile -C "$dir" -j "$(nproc)" "${targets[@]}" >&2
+}
+
+# install_optional_packages PACKAGE...: as install_missing_packages, but a
+# failure (no network, no sudo without a password) is only reported.
+install_optional_packages() {
+  if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then
+    local p missing=()
+    for p in "$@"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] ||
+      echo "setup: not installing optional ${missing[*]} (needs sudo); the tests that use them skip" >&2
+    return 0
+  fi
+  install_missing_packages "$@" ||
+    echo "setup: could not install optional $*; the tests that use them skip" >&2
 }
