@@ -1,9 +1,7 @@
 #include "adam.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -84,13 +82,35 @@ static const AdamOptions& checked(const AdamOptions& o) {
 Adam::Adam(std::vector<Tensor> params, AdamOptions options) : Adam(one_group(std::move(params)), options) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options)
-    : Optimizer(std::move(groups), options.decoupled_weight_decay ? "AdamW" : "Adam", checked(options).lr,
-                options.weight_decay),
-      options_(options),
-      state_(params_.size()) {}
+    : OptimizerWithState(std::move(groups), options.decoupled_weight_decay ? "AdamW" : "Adam",
+                         checked(options)) {}
+
+// Adam's state and options, declared once: state_dict(), load_state_dict(),
+// state_bytes() and the shape checks of step() work from these lists.
+std::vector<StateField<AdamState>> Adam::state_fields(const AdamOptions& o) const {
+  std::vector<StateField<AdamState>> fields = {
+      {"step", &AdamState::step}, {"exp_avg", &AdamState::exp_avg}, {"exp_avg_sq", &AdamState::exp_avg_sq}};
+  if (o.amsgrad) fields.push_back({"max_exp_avg_sq", &AdamState::max_exp_avg_sq});
+  return fields;
+}
+
+// The options saved in "options" (lr and weight_decay are the groups').
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(AdamOptions, betas, eps, amsgrad, decoupled_weight_decay)
+
+std::string Adam::options_json() const {
+  return nlohmann::json(options_).dump();
+}
+
+AdamOptions Adam::options_from_json(const std::string& text) const {
+  AdamOptions o = options_;
+  nlohmann::json::parse(text).get_to(o);
+  if (o.decoupled_weight_decay != options_.decoupled_weight_decay)
+    throw std::invalid_argument("decoupled_weight_decay does not match the type");
+  return checked(o);
+}
 
 void Adam::step() {
-  check_grads();
+  check_step();
   NoGradGuard no_grad;
   const AdamOptions& o = options_;
   const auto [beta1, beta2] = o.betas;
@@ -103,12 +123,9 @@ void Adam::step() {
     const double lr = *group.lr, weight_decay = *group.weight_decay;
     const Shape shape = param.shape();
     const std::size_t rows = num_rows(shape), cols = row_size(shape);
-    State& state = state_[i];
-    if (state.step == 0) {
-      state.exp_avg = zero_state(rows, cols);
-      state.exp_avg_sq = zero_state(rows, cols);
-      if (o.amsgrad) state.max_exp_avg_sq = zero_state(rows, cols);
-    }
+    if (!state_[i])
+      state_[i] = AdamState{0, zero_state(shape), zero_state(shape), o.amsgrad ? zero_state(shape) : Array()};
+    AdamState& state = *state_[i];
     ++state.step;
     const double t = static_cast<double>(state.step);
     // Scalars in float, as PyTorch applies them to float32 tensors.
@@ -134,93 +151,6 @@ void Adam::step() {
       adam_row(decay_p, o.amsgrad, k, values + at, m + at, v + at, vmax ? vmax + at : nullptr, g_row, cols);
     });
   }
-}
-
-std::size_t Adam::state_bytes() const {
-  std::size_t n = 0;
-  for (const State& s : state_)
-    n += (s.exp_avg.size() + s.exp_avg_sq.size() + s.max_exp_avg_sq.size()) * sizeof(float);
-  return n;
-}
-
-// ---------------------------------------------------------------- state
-
-void Adam::save_state(StateDict& out) const {
-  const AdamOptions& o = options_;
-  out.metadata["options"] = nlohmann::json{{"betas", {o.betas.first, o.betas.second}},
-                                           {"eps", o.eps},
-                                           {"amsgrad", o.amsgrad},
-                                           {"decoupled_weight_decay", o.decoupled_weight_decay}}
-                                .dump();
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const State& s = state_[i];
-    if (s.step == 0) continue;  // no step taken: nothing to save, as in PyTorch
-    const std::string prefix = "state." + std::to_string(i) + ".";
-    const Shape shape = params_[i].shape();
-    out.metadata[prefix + "step"] = std::to_string(s.step);
-    out.tensors[prefix + "exp_avg"] = to_param_shape(s.exp_avg, shape);
-    out.tensors[prefix + "exp_avg_sq"] = to_param_shape(s.exp_avg_sq, shape);
-    if (o.amsgrad) out.tensors[prefix + "max_exp_avg_sq"] = to_param_shape(s.max_exp_avg_sq, shape);
-  }
-}
-
-std::function<void()> Adam::prepare_load(const StateDict& state) {
-  // The options: the saved betas, eps and amsgrad replace ours, as in PyTorch.
-  const auto text = state.metadata.find("options");
-  if (text == state.metadata.end()) fail_load("no \"options\" entry");
-  const nlohmann::json j = nlohmann::json::parse(text->second, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("betas") || !j["betas"].is_array() || j["betas"].size() != 2 ||
-      !j["betas"][0].is_number() || !j["betas"][1].is_number() || !j.contains("eps") ||
-      !j["eps"].is_number() || !j.contains("amsgrad") || !j["amsgrad"].is_boolean() ||
-      !j.contains("decoupled_weight_decay") || !j["decoupled_weight_decay"].is_boolean())
-    fail_load(
-        "\"options\" is not {\"betas\": [b1, b2], \"eps\": e, \"amsgrad\": bool, "
-        "\"decoupled_weight_decay\": bool}: " +
-        text->second);
-  AdamOptions o = options_;
-  o.betas = {j["betas"][0].get<double>(), j["betas"][1].get<double>()};
-  o.eps = j["eps"].get<double>();
-  o.amsgrad = j["amsgrad"].get<bool>();
-  if (j["decoupled_weight_decay"].get<bool>() != o.decoupled_weight_decay)
-    fail_load("\"options\" says decoupled_weight_decay = " + j["decoupled_weight_decay"].dump() + " for " +
-              name_);
-  try {
-    checked(o);
-  } catch (const std::invalid_argument& e) {
-    fail_load(std::string("\"options\": ") + e.what());
-  }
-
-  // Each parameter: a step count and its moments, or nothing at all.
-  std::vector<State> states(params_.size());
-  for (const auto& [key, value] : state.metadata) {
-    const auto parsed = state_key(key);
-    if (key.rfind("state.", 0) == 0 && (!parsed || parsed->second != "step"))
-      fail_load("unexpected metadata entry '" + key + "' for " + std::to_string(params_.size()) +
-                " parameters");
-    if (!parsed) continue;
-    int64_t step = 0;
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), step);
-    if (ec != std::errc() || end != value.data() + value.size() || step < 1)
-      fail_load("'" + key + "' is \"" + value + "\", not a step count >= 1");
-    states[parsed->first].step = step;
-  }
-  check_known_tensors(state, [&](std::size_t i, const std::string& name) {
-    return states[i].step > 0 &&
-           (name == "exp_avg" || name == "exp_avg_sq" || (o.amsgrad && name == "max_exp_avg_sq"));
-  });
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    State& s = states[i];
-    if (s.step == 0) continue;
-    s.exp_avg = from_state(state, i, "exp_avg");
-    s.exp_avg_sq = from_state(state, i, "exp_avg_sq");
-    if (o.amsgrad) s.max_exp_avg_sq = from_state(state, i, "max_exp_avg_sq");
-  }
-  // The function is copied into std::function, so hold the arrays by shared pointer.
-  auto moved = std::make_shared<std::vector<State>>(std::move(states));
-  return [this, o, moved] {
-    options_ = o;
-    state_ = std::move(*moved);
-  };
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)

@@ -64,8 +64,6 @@
 #include <utility>
 #include <vector>
 
-#include <xtensor/xtensor.hpp>
-
 #include "optimizer.hpp"
 
 namespace tg::optim {
@@ -79,37 +77,31 @@ struct AdamOptions {
   bool decoupled_weight_decay = false;  // true: AdamW's decay of p instead of g
 };
 
-class Adam : public Optimizer {
+// Adam's state of one parameter, made at its first step; its fields are
+// declared once, in Adam::state_fields.
+struct AdamState {
+  int64_t step = 0;      // steps this parameter has taken
+  Array exp_avg;         // m, in the parameter's shape
+  Array exp_avg_sq;      // v
+  Array max_exp_avg_sq;  // vmax, amsgrad only
+};
+
+class Adam : public OptimizerWithState<AdamOptions, AdamState> {
  public:
   // Throws std::invalid_argument for lr < 0, eps < 0, a beta outside [0, 1),
   // or weight_decay < 0 (in the options or a group).
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   // Groups with their own lr / weight_decay; options.lr and options.weight_decay
-  // are the defaults for groups that leave them unset.
+  // are the defaults for groups that leave them unset. options() are the
+  // options given here; load_state_dict() replaces betas, eps and amsgrad.
   Adam(std::vector<ParamGroup> groups, AdamOptions options = {});
 
   void step() override;
-  std::size_t state_bytes() const override;
-  // The options given to the constructor; the groups' lr and weight_decay are
-  // in param_groups(). load_state_dict() replaces betas, eps and amsgrad.
-  const AdamOptions& options() const { return options_; }
 
  protected:
-  void save_state(StateDict& out) const override;
-  std::function<void()> prepare_load(const StateDict& state) override;
-
- private:
-  // The moments use the parameter's row view [rows, row size] (see optimizer.hpp);
-  // they are empty until the parameter's first step.
-  struct State {
-    int64_t step = 0;                      // steps this parameter has taken
-    xt::xtensor<float, 2> exp_avg;         // m
-    xt::xtensor<float, 2> exp_avg_sq;      // v
-    xt::xtensor<float, 2> max_exp_avg_sq;  // vmax, amsgrad only
-  };
-
-  AdamOptions options_;
-  std::vector<State> state_;  // state_[i] belongs to params_[i]
+  std::vector<StateField<AdamState>> state_fields(const AdamOptions& options) const override;
+  std::string options_json() const override;
+  AdamOptions options_from_json(const std::string& text) const override;
 };
 
 // torch.optim.AdamW's options: AdamOptions without the switch, and PyTorch

@@ -87,6 +87,7 @@ void Optimizer::set_initial_lr(std::size_t group, double lr) {
 // ---------------------------------------------------------------- state
 
 StateDict Optimizer::state_dict() const {
+  for (std::size_t i = 0; i < params_.size(); ++i) check_state(i, name_ + ".state_dict");
   StateDict out;
   out.metadata["type"] = name_;
   json groups = json::array();
@@ -133,7 +134,7 @@ std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state)
   if (groups.size() != groups_.size())
     fail_load("the state has " + std::to_string(groups.size()) + " param groups, this optimizer has " +
               std::to_string(groups_.size()));
-  std::vector<double> lrs, decays;
+  std::vector<ParamGroup> loaded = groups_;
   std::vector<std::optional<double>> initial;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const json& group = groups[g];
@@ -147,26 +148,19 @@ std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state)
     if (group["params"] != expected)
       fail_load(where + " holds parameters " + group["params"].dump() + " in the state but " +
                 expected.dump() + " here");
-    if (!is_rate(group["lr"])) fail_load(where + ": invalid lr " + group["lr"].dump());
-    if (!is_rate(group["weight_decay"]))
-      fail_load(where + ": invalid weight_decay " + group["weight_decay"].dump());
-    lrs.push_back(group["lr"].get<double>());
-    decays.push_back(group["weight_decay"].get<double>());
-    initial.emplace_back();
-    if (group.contains("initial_lr")) {
-      if (!is_rate(group["initial_lr"]))
-        fail_load(where + ": invalid initial_lr " + group["initial_lr"].dump());
-      initial.back() = group["initial_lr"].get<double>();
-    }
+    auto rate = [&](const char* name) {
+      if (!is_rate(group[name])) fail_load(where + ": invalid " + name + " " + group[name].dump());
+      return group[name].get<double>();
+    };
+    loaded[g].lr = rate("lr");
+    loaded[g].weight_decay = rate("weight_decay");
+    initial.push_back(group.contains("initial_lr") ? std::optional(rate("initial_lr")) : std::nullopt);
   }
   std::function<void()> install = prepare_load(state);
 
   // Everything was checked: the returned function changes things.
-  return [this, lrs, decays, initial, install] {
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      groups_[g].lr = lrs[g];
-      groups_[g].weight_decay = decays[g];
-    }
+  return [this, loaded, initial, install] {
+    groups_ = loaded;
     initial_lr_ = initial;
     install();
   };
@@ -186,56 +180,124 @@ void Optimizer::load(const std::string& path) {
   }
 }
 
-std::optional<std::pair<std::size_t, std::string>> Optimizer::state_key(const std::string& key) const {
-  const std::size_t num_params = params_.size();
-  if (key.rfind("state.", 0) != 0) return std::nullopt;
-  const char* begin = key.data() + 6;
-  const char* end = key.data() + key.size();
-  std::size_t i = 0;
-  const auto [ptr, ec] = std::from_chars(begin, end, i);
-  if (ec != std::errc() || ptr == begin || ptr == end || *ptr != '.' || i >= num_params ||
-      (*begin == '0' && ptr - begin > 1))
-    return std::nullopt;
-  return std::pair{i, std::string(ptr + 1, end)};
+// ---------------------------------------------------------------- state entries
+
+std::string Optimizer::describe(std::size_t i) const {
+  const std::string& name = params_[i].name();
+  return "parameter " + std::to_string(i) + (name.empty() ? "" : " (" + name + ")");
 }
 
-void Optimizer::check_known_tensors(
-    const StateDict& state, const std::function<bool(std::size_t, const std::string&)>& allowed) const {
-  for (const auto& [key, value] : state.tensors) {
-    const auto parsed = state_key(key);
-    if (!parsed || !allowed(parsed->first, parsed->second))
-      fail_load("unexpected tensor '" + key + "' for " + std::to_string(params_.size()) + " parameters");
+static std::string key_of(std::size_t i, const std::string& name) {
+  return "state." + std::to_string(i) + "." + name;
+}
+
+void Optimizer::save_entry(StateDict& out, std::size_t i, const std::string& name, int64_t count) const {
+  out.metadata[key_of(i, name)] = std::to_string(count);
+}
+
+void Optimizer::save_entry(StateDict& out, std::size_t i, const std::string& name,
+                           const Array& values) const {
+  out.tensors[key_of(i, name)] = values;
+}
+
+void Optimizer::save_entry(StateDict& out, std::size_t i, const std::string& name,
+                           const std::vector<uint8_t>& flags) const {
+  Array a = xt::empty<float>({flags.size()});  // the flags as 0.0 / 1.0
+  std::copy(flags.begin(), flags.end(), a.begin());
+  out.tensors[key_of(i, name)] = std::move(a);
+}
+
+bool Optimizer::has_entry(const StateDict& in, std::size_t i, const std::string& name) const {
+  const std::string key = key_of(i, name);
+  return in.metadata.count(key) > 0 || in.tensors.count(key) > 0;
+}
+
+void Optimizer::load_entry(const StateDict& in, std::size_t i, const std::string& name, int64_t& count,
+                           Read& read) const {
+  const std::string key = key_of(i, name);
+  const auto it = in.metadata.find(key);
+  if (it == in.metadata.end()) fail_load("missing metadata entry '" + key + "'");
+  const std::string& text = it->second;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
+  if (ec != std::errc() || end != text.data() + text.size() || count < 1)
+    fail_load("'" + key + "' is \"" + text + "\", not a step count >= 1");
+  read.metadata.insert(key);
+}
+
+// The tensor `key` of `in`, noted in `read`; throws when there is none.
+const Array& Optimizer::tensor_entry(const StateDict& in, const std::string& key, Read& read) const {
+  const auto it = in.tensors.find(key);
+  if (it == in.tensors.end()) fail_load("missing tensor '" + key + "'");
+  read.tensors.insert(key);
+  return it->second;
+}
+
+void Optimizer::load_entry(const StateDict& in, std::size_t i, const std::string& name, Array& values,
+                           Read& read) const {
+  const std::string key = key_of(i, name);
+  const Array& saved = tensor_entry(in, key, read);
+  const Shape shape = params_[i].shape();
+  if (shape_of(saved) != shape)
+    fail_load("tensor '" + key + "' has shape " + shape_str(saved.shape()) + " but parameter " +
+              std::to_string(i) + " has shape " + shape_str(shape) +
+              (params_[i].name().empty() ? "" : " (" + params_[i].name() + ")"));
+  values = zero_state(shape);
+  std::copy(saved.begin(), saved.end(), values.begin());
+}
+
+void Optimizer::load_entry(const StateDict& in, std::size_t i, const std::string& name,
+                           std::vector<uint8_t>& flags, Read& read) const {
+  const std::string key = key_of(i, name);
+  const Array& saved = tensor_entry(in, key, read);
+  const std::size_t rows = num_rows(params_[i].shape());
+  if (shape_of(saved) != Shape{rows})
+    fail_load("tensor '" + key + "' has shape " + shape_str(saved.shape()) + ", not [" +
+              std::to_string(rows) + "]: one flag per row of " + describe(i));
+  flags.clear();
+  for (const float flag : saved) {
+    if (flag != 0.0f && flag != 1.0f)
+      fail_load("tensor '" + key + "' holds " + std::to_string(flag) + " at row " +
+                std::to_string(flags.size()) + "; its flags are 0 or 1");
+    flags.push_back(static_cast<uint8_t>(flag));
   }
 }
 
-Array Optimizer::to_param_shape(const xt::xtensor<float, 2>& rows, const Shape& shape) {
-  Array a = xt::empty<float>(shape);
-  std::copy(rows.begin(), rows.end(), a.begin());
-  return a;
+void Optimizer::check_all_read(const StateDict& in, const Read& read) const {
+  const std::string of = " for " + std::to_string(params_.size()) + " parameters";
+  for (const auto& [key, value] : in.metadata)
+    if (key.rfind("state.", 0) == 0 && !read.metadata.count(key))
+      fail_load("unexpected metadata entry '" + key + "'" + of);
+  for (const auto& [key, value] : in.tensors)
+    if (!read.tensors.count(key)) fail_load("unexpected tensor '" + key + "'" + of);
 }
 
-xt::xtensor<float, 2> Optimizer::from_state(const StateDict& state, std::size_t i,
-                                            const std::string& name) const {
-  const std::string key = "state." + std::to_string(i) + "." + name;
-  const auto it = state.tensors.find(key);
-  if (it == state.tensors.end()) fail_load("missing tensor '" + key + "'");
+// A state made for one shape, a parameter that now has another: the update would
+// run off the end of one of them (PyTorch: "The size of tensor a (3) must match ...").
+void Optimizer::check_entry(const std::string& op, std::size_t i, const std::string& name,
+                            const Array& values) const {
   const Shape shape = params_[i].shape();
-  const Shape got(it->second.shape().begin(), it->second.shape().end());
-  if (got != shape)
-    fail_load("tensor '" + key + "' has shape " + shape_str(got) + " but parameter " + std::to_string(i) +
-              " has shape " + shape_str(shape));
-  xt::xtensor<float, 2> out = zero_state(num_rows(shape), row_size(shape));
-  std::copy(it->second.begin(), it->second.end(), out.begin());
-  return out;
+  if (shape_of(values) != shape)
+    throw std::invalid_argument(op + ": " + describe(i) + " has shape " + shape_str(shape) +
+                                " but its state '" + name + "' has shape " + shape_str(values.shape()) +
+                                ": the parameter changed shape after the optimizer made its state");
+}
+
+void Optimizer::check_entry(const std::string& op, std::size_t i, const std::string& name,
+                            const std::vector<uint8_t>& flags) const {
+  const Shape shape = params_[i].shape();
+  if (flags.size() != num_rows(shape))
+    throw std::invalid_argument(op + ": " + describe(i) + " has shape " + shape_str(shape) +
+                                " but its state '" + name + "' has " + std::to_string(flags.size()) +
+                                " rows");
 }
 
 // ---------------------------------------------------------------- steps
 
-void Optimizer::check_grads() const {
+void Optimizer::check_step() const {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Grad& g = params_[i].grad();
     const Shape shape = params_[i].shape();
-    const std::string which = name_ + ".step: parameter " + std::to_string(i);
+    const std::string which = name_ + ".step: " + describe(i);
     if (g.is_dense()) {
       const Shape gs(g.dense().shape().begin(), g.dense().shape().end());
       if (gs != shape)
@@ -249,11 +311,12 @@ void Optimizer::check_grads() const {
                                     " but its SparseRows gradient has shape " + shape_str(gs));
       s.check(which.c_str());  // rows sorted, unique, in range; one values row per row
     }
+    if (!g.empty()) check_state(i, name_ + ".step");
   }
 }
 
-xt::xtensor<float, 2> Optimizer::zero_state(std::size_t rows, std::size_t cols) {
-  xt::xtensor<float, 2> a = xt::empty<float>({rows, cols});
+Array Optimizer::zero_state(const Shape& shape) {
+  Array a = xt::empty<float>(shape);
   advise_huge_pages(a.data(), a.size());  // before the fill touches the pages
   std::fill(a.begin(), a.end(), 0.0f);
   return a;

@@ -37,8 +37,11 @@
 // State, as PyTorch's optimizer.state_dict(): state_dict() returns what the
 // optimizer has accumulated (momentum buffers, Adam's moments, step counts, which
 // rows a sparse gradient has reached) and its hyper-parameters; load_state_dict()
-// puts them back, so that training resumes exactly where it stopped. The state is
-// held the way a safetensors file holds it (save() and load() write and read one):
+// puts them back, so that training resumes exactly where it stopped. Each
+// optimizer declares its per-parameter state once, as a list of fields
+// (OptimizerWithState below); saving, loading and checking come from that list.
+// The state is held the way a safetensors file holds it (save() and load() write
+// and read one):
 //
 //   tensors   "state.<i>.<name>"  parameter i's float arrays, in its shape:
 //                                 Adam: exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad)
@@ -56,14 +59,27 @@
 // numbers, which read back to the same double. A parameter that has not taken a
 // step has no entries. The index i counts parameters over all groups in order,
 // as in PyTorch.
+//
+// A parameter must keep its shape while an optimizer holds state for it: after
+// its value is replaced by one of another shape, step() (for that parameter),
+// state_dict() and loading a state made for the old shape throw
+// std::invalid_argument naming the parameter and both shapes, and change
+// nothing. PyTorch raises a size-mismatch error in step() too (but writes
+// some state before it does, and its state_dict() does not check).
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <new>
 #include <optional>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <xtensor/xtensor.hpp>
@@ -136,7 +152,7 @@ class Optimizer {
   void save(const std::string& path) const;
   void load(const std::string& path);
 
-  // Bytes held by the optimizer's state (momentum buffers, moments, flags).
+  // Bytes held by the optimizer's state arrays and flags.
   virtual std::size_t state_bytes() const = 0;
 
   const std::string& name() const { return name_; }  // "SGD", "Adam", "AdamW"
@@ -150,8 +166,8 @@ class Optimizer {
   static std::vector<ParamGroup> one_group(std::vector<Tensor> params);
 
   // Throws std::invalid_argument unless every non-empty gradient fits its
-  // parameter. step() calls it before touching anything.
-  void check_grads() const;
+  // parameter, and that parameter its state. step() calls it before touching anything.
+  void check_step() const;
 
   // What a derived optimizer adds to state_dict(): "options" and its per-parameter entries.
   virtual void save_state(StateDict& out) const = 0;
@@ -159,28 +175,53 @@ class Optimizer {
   // base has checked "type" and "param_groups") and returns a function that
   // installs them, which must not throw. Throws std::invalid_argument otherwise.
   virtual std::function<void()> prepare_load(const StateDict& state) = 0;
+  // Throws std::invalid_argument, naming `op`, unless parameter i's state (if
+  // any) was made for the shape the parameter has now.
+  virtual void check_state(std::size_t i, const std::string& op) const = 0;
 
-  // Helpers for save_state/prepare_load: parameter i's array `name` in its
-  // parameter's shape, and back to the [rows, cols] row view (shape checked).
-  static Array to_param_shape(const xt::xtensor<float, 2>& rows, const Shape& shape);
-  xt::xtensor<float, 2> from_state(const StateDict& state, std::size_t i, const std::string& name) const;
-  // "state.<i>.<name>" with i < parameters().size() gives {i, name}; other keys nothing.
-  std::optional<std::pair<std::size_t, std::string>> state_key(const std::string& key) const;
-  // Throws unless every tensor in `state` is "state.<i>.<name>" with allowed(i, name).
-  void check_known_tensors(const StateDict& state,
-                           const std::function<bool(std::size_t, const std::string&)>& allowed) const;
+  // "parameter 2 (fc.weight)", or "parameter 2" for a tensor without a name.
+  std::string describe(std::size_t i) const;
   [[noreturn]] void fail_load(const std::string& reason) const;
 
-  // A [rows, cols] state array of zeros (momentum, moments). A sparse gradient
+  // How each type of state field is saved, loaded, checked and counted (the
+  // format at the top of this file): parameter i's entry "state.<i>.<name>".
+  // load_entry throws (fail_load) for a missing entry or one that does not fit
+  // parameter i, and adds the key it read to `read`.
+  struct Read {
+    std::set<std::string> metadata, tensors;
+  };
+  void save_entry(StateDict& out, std::size_t i, const std::string& name, int64_t count) const;
+  void save_entry(StateDict& out, std::size_t i, const std::string& name, const Array& values) const;
+  void save_entry(StateDict& out, std::size_t i, const std::string& name,
+                  const std::vector<uint8_t>& flags) const;
+  void load_entry(const StateDict& in, std::size_t i, const std::string& name, int64_t& count,
+                  Read& read) const;
+  void load_entry(const StateDict& in, std::size_t i, const std::string& name, Array& values,
+                  Read& read) const;
+  void load_entry(const StateDict& in, std::size_t i, const std::string& name, std::vector<uint8_t>& flags,
+                  Read& read) const;
+  void check_entry(const std::string& op, std::size_t i, const std::string& name, const Array& values) const;
+  void check_entry(const std::string& op, std::size_t i, const std::string& name,
+                   const std::vector<uint8_t>& flags) const;
+  void check_entry(const std::string&, std::size_t, const std::string&, int64_t) const {}  // fits any shape
+  static std::size_t bytes_of(int64_t) { return 0; }
+  static std::size_t bytes_of(const Array& values) { return values.size() * sizeof(float); }
+  static std::size_t bytes_of(const std::vector<uint8_t>& flags) { return flags.size(); }
+  bool has_entry(const StateDict& in, std::size_t i, const std::string& name) const;
+  const Array& tensor_entry(const StateDict& in, const std::string& key, Read& read) const;
+  // Throws unless every per-parameter entry of `in` is in `read`.
+  void check_all_read(const StateDict& in, const Read& read) const;
+
+  // A state array of zeros in `shape` (momentum, moments). A sparse gradient
   // updates it at scattered rows, so it asks for 2 MB pages (advise_huge_pages).
-  static xt::xtensor<float, 2> zero_state(std::size_t rows, std::size_t cols);
+  static Array zero_state(const Shape& shape);
 
   // The row view described at the top of this file.
   static std::size_t num_rows(const Shape& shape);
   static std::size_t row_size(const Shape& shape);
 
   // Calls update(r, g) for every row r the gradient covers, in increasing order;
-  // g points at that row's `cols` gradient values. The gradient has passed check_grads().
+  // g points at that row's `cols` gradient values. The gradient has passed check_step().
   // `touched` are the [rows, cols] arrays the update reads and writes (values,
   // moments; null entries are skipped). A sparse gradient's rows are scattered
   // over a table that can be far larger than the caches, so their rows in these
@@ -210,6 +251,108 @@ class Optimizer {
   std::vector<std::size_t> group_of_;              // group_of_[i]: the group of params_[i]
   std::vector<std::optional<double>> initial_lr_;  // per group
   std::string name_;                               // "SGD", "Adam", "AdamW": used in error messages
+};
+
+// One field of an optimizer's per-parameter state (PyTorch: a key of
+// optimizer.state[p]): its name in the state dict and its member in State.
+// How it is saved follows from its type (the format at the top of this file):
+//   int64_t               a count >= 1, as metadata in decimal (Adam's step)
+//   Array                 in the parameter's shape, as a tensor (moments, momentum)
+//   std::vector<uint8_t>  one flag (0 or 1) per row, as a float32 tensor [rows]
+template <class State>
+struct StateField {
+  std::string name;
+  std::variant<int64_t State::*, Array State::*, std::vector<uint8_t> State::*> member;
+};
+
+// An optimizer whose options are an Options struct and whose state is one
+// State per parameter, its fields declared once, as a list:
+//
+//   {{"step", &AdamState::step}, {"exp_avg", &AdamState::exp_avg}, ...}
+//
+// state_dict(), load_state_dict(), state_bytes() and the shape checks before
+// step() all come from that list; an optimizer writes it, its options' JSON
+// and step().
+template <class Options, class State>
+class OptimizerWithState : public Optimizer {
+ public:
+  // The options given to the constructor, or loaded (load_state_dict() replaces
+  // them); each group's lr and weight_decay are in param_groups().
+  const Options& options() const { return options_; }
+
+  std::size_t state_bytes() const override {
+    std::size_t n = 0;
+    for (const std::optional<State>& s : state_)
+      if (s)
+        for_each_field(state_fields(options_), *s,
+                       [&](const std::string&, const auto& v) { n += bytes_of(v); });
+    return n;
+  }
+
+ protected:
+  OptimizerWithState(std::vector<ParamGroup> groups, std::string name, const Options& options)
+      : Optimizer(std::move(groups), std::move(name), options.lr, options.weight_decay),
+        options_(options),
+        state_(params_.size()) {}
+
+  // The state's fields under `options` (amsgrad adds one).
+  virtual std::vector<StateField<State>> state_fields(const Options& options) const = 0;
+  // The options as the "options" JSON, and back: options_from_json throws for
+  // text that does not parse, lacks an option or holds an invalid value.
+  virtual std::string options_json() const = 0;
+  virtual Options options_from_json(const std::string& text) const = 0;
+
+  // Calls f(name, value) for each field of `state` (const or not).
+  template <class S, class F>
+  static void for_each_field(const std::vector<StateField<State>>& fields, S& state, F f) {
+    for (const StateField<State>& field : fields)
+      std::visit([&](auto member) { f(field.name, state.*member); }, field.member);
+  }
+
+  void check_state(std::size_t i, const std::string& op) const override {
+    if (state_[i])
+      for_each_field(state_fields(options_), *state_[i],
+                     [&](const std::string& name, const auto& v) { check_entry(op, i, name, v); });
+  }
+
+  void save_state(StateDict& out) const override {
+    out.metadata["options"] = options_json();
+    for (std::size_t i = 0; i < state_.size(); ++i)
+      if (state_[i])
+        for_each_field(state_fields(options_), *state_[i],
+                       [&](const std::string& name, const auto& v) { save_entry(out, i, name, v); });
+  }
+
+  std::function<void()> prepare_load(const StateDict& in) override {
+    // The options: the saved ones replace ours, as in PyTorch.
+    const auto text = in.metadata.find("options");
+    if (text == in.metadata.end()) fail_load("no \"options\" entry");
+    Options o;
+    try {
+      o = options_from_json(text->second);
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {  // a JSON error, or an invalid value
+      fail_load("\"options\" is not valid for " + name_ + ": " + e.what() + "; it is " + text->second);
+    }
+
+    // Each parameter: every field, or none; its first field says which.
+    const std::vector<StateField<State>> fields = state_fields(o);
+    auto states = std::make_shared<std::vector<std::optional<State>>>(params_.size());
+    Read read;
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!fields.empty() && has_entry(in, i, fields[0].name))
+        for_each_field(fields, (*states)[i].emplace(),
+                       [&](const std::string& name, auto& v) { load_entry(in, i, name, v, read); });
+    check_all_read(in, read);
+    return [this, o, states] {
+      options_ = o;
+      state_ = std::move(*states);
+    };
+  }
+
+  Options options_;
+  std::vector<std::optional<State>> state_;  // state_[i] belongs to params_[i]; empty before its first step
 };
 
 }  // namespace tg::optim

@@ -1,6 +1,5 @@
 #include "sgd.hpp"
 
-#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -38,12 +37,30 @@ const SGDOptions& checked(const SGDOptions& o) {
 SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD(one_group(std::move(params)), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
-    : Optimizer(std::move(groups), "SGD", checked(options).lr, options.weight_decay),
-      options_(options),
-      state_(params_.size()) {}
+    : OptimizerWithState(std::move(groups), "SGD", checked(options)) {}
+
+// SGD's state and options, declared once: state_dict(), load_state_dict(),
+// state_bytes() and the shape checks of step() work from these lists.
+std::vector<StateField<SGDState>> SGD::state_fields(const SGDOptions& o) const {
+  if (o.momentum == 0) return {};  // no state at all
+  return {{"momentum_buffer", &SGDState::momentum_buffer}, {"row_seen", &SGDState::row_seen}};
+}
+
+// The options saved in "options" (lr and weight_decay are the groups').
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SGDOptions, momentum, dampening, nesterov)
+
+std::string SGD::options_json() const {
+  return nlohmann::json(options_).dump();
+}
+
+SGDOptions SGD::options_from_json(const std::string& text) const {
+  SGDOptions o = options_;
+  nlohmann::json::parse(text).get_to(o);
+  return checked(o);
+}
 
 void SGD::step() {
-  check_grads();
+  check_step();
   NoGradGuard no_grad;
   // Scalars in float, as PyTorch applies them to float32 tensors.
   const float momentum = static_cast<float>(options_.momentum);
@@ -58,113 +75,31 @@ void SGD::step() {
     const float weight_decay = static_cast<float>(*group.weight_decay);
     const Shape shape = param.shape();
     const std::size_t rows = num_rows(shape), cols = row_size(shape);
-    State& state = state_[i];
-    if (momentum != 0 && state.row_seen.size() != rows) {
-      state.momentum_buffer = zero_state(rows, cols);
-      state.row_seen.assign(rows, 0);
-    }
+    if (momentum != 0 && !state_[i]) state_[i] = SGDState{zero_state(shape), std::vector<uint8_t>(rows, 0)};
+    SGDState* state = momentum != 0 ? &*state_[i] : nullptr;
     float* values = param.value_mut().data();
 
-    const std::array<float*, 2> touched{values, momentum != 0 ? state.momentum_buffer.data() : nullptr};
+    const std::array<float*, 2> touched{values, state ? state->momentum_buffer.data() : nullptr};
     for_each_row(param.grad(), rows, cols, touched, [&](std::size_t r, const float* g) {
       float* p = values + r * cols;
-      if (momentum == 0) {
+      if (!state) {
         if (weight_decay == 0)  // as PyTorch: no weight_decay * p term at all (p may be inf)
           sgd_row(p, g, lr, cols);
         else
           for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * (g[c] + weight_decay * p[c]);
         return;
       }
-      float* buf = state.momentum_buffer.data() + r * cols;
-      const bool first = !state.row_seen[r];
+      float* buf = state->momentum_buffer.data() + r * cols;
+      const bool first = !state->row_seen[r];
       for (std::size_t c = 0; c < cols; ++c) {
         float d = weight_decay == 0 ? g[c] : g[c] + weight_decay * p[c];  // no 0 * p term, as above
         buf[c] = first ? d : momentum * buf[c] + keep * d;
         d = nesterov ? d + momentum * buf[c] : buf[c];
         p[c] -= lr * d;
       }
-      state.row_seen[r] = 1;
+      state->row_seen[r] = 1;
     });
   }
-}
-
-std::size_t SGD::state_bytes() const {
-  std::size_t n = 0;
-  for (const State& s : state_)
-    n += s.momentum_buffer.size() * sizeof(float) + s.row_seen.size() * sizeof(uint8_t);
-  return n;
-}
-
-// ---------------------------------------------------------------- state
-
-void SGD::save_state(StateDict& out) const {
-  const SGDOptions& o = options_;
-  out.metadata["options"] =
-      nlohmann::json{{"momentum", o.momentum}, {"dampening", o.dampening}, {"nesterov", o.nesterov}}.dump();
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const State& s = state_[i];
-    if (s.row_seen.empty()) continue;  // no buffer yet (or no momentum)
-    const std::string prefix = "state." + std::to_string(i) + ".";
-    out.tensors[prefix + "momentum_buffer"] = to_param_shape(s.momentum_buffer, params_[i].shape());
-    Array seen = xt::empty<float>({s.row_seen.size()});  // the flags as 0.0 / 1.0 (see optimizer.hpp)
-    std::copy(s.row_seen.begin(), s.row_seen.end(), seen.begin());
-    out.tensors[prefix + "row_seen"] = std::move(seen);
-  }
-}
-
-std::function<void()> SGD::prepare_load(const StateDict& state) {
-  // The options: the saved momentum, dampening and nesterov replace ours, as in PyTorch.
-  const auto text = state.metadata.find("options");
-  if (text == state.metadata.end()) fail_load("no \"options\" entry");
-  const nlohmann::json j = nlohmann::json::parse(text->second, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("momentum") || !j["momentum"].is_number() || !j.contains("dampening") ||
-      !j["dampening"].is_number() || !j.contains("nesterov") || !j["nesterov"].is_boolean())
-    fail_load("\"options\" is not {\"momentum\": m, \"dampening\": d, \"nesterov\": bool}: " + text->second);
-  SGDOptions o = options_;
-  o.momentum = j["momentum"].get<double>();
-  o.dampening = j["dampening"].get<double>();
-  o.nesterov = j["nesterov"].get<bool>();
-  try {
-    checked(o);
-  } catch (const std::invalid_argument& e) {
-    fail_load(std::string("\"options\": ") + e.what());
-  }
-  for (const auto& [key, value] : state.metadata)
-    if (key.rfind("state.", 0) == 0)
-      fail_load("unexpected metadata entry '" + key + "' (SGD keeps no step count)");
-
-  // Each parameter: a momentum buffer and its row flags, or nothing at all.
-  check_known_tensors(state, [&](std::size_t, const std::string& name) {
-    return o.momentum != 0 && (name == "momentum_buffer" || name == "row_seen");
-  });
-  std::vector<State> states(params_.size());
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const std::string prefix = "state." + std::to_string(i) + ".";
-    const bool has_buffer = state.tensors.count(prefix + "momentum_buffer") > 0;
-    const auto seen = state.tensors.find(prefix + "row_seen");
-    if (!has_buffer && seen == state.tensors.end()) continue;
-    State& s = states[i];
-    s.momentum_buffer = from_state(state, i, "momentum_buffer");
-    if (seen == state.tensors.end()) fail_load("missing tensor '" + prefix + "row_seen'");
-    const std::size_t rows = num_rows(params_[i].shape());
-    const Shape seen_shape(seen->second.shape().begin(), seen->second.shape().end());
-    if (seen_shape != Shape{rows})
-      fail_load("tensor '" + prefix + "row_seen' has shape " + shape_str(seen_shape) + ", not [" +
-                std::to_string(rows) + "]");
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float flag = seen->second.data()[r];
-      if (flag != 0.0f && flag != 1.0f)
-        fail_load("tensor '" + prefix + "row_seen' holds " + std::to_string(flag) + " at row " +
-                  std::to_string(r) + "; its flags are 0 or 1");
-      s.row_seen.push_back(static_cast<uint8_t>(flag));
-    }
-  }
-  // The function is copied into std::function, so hold the arrays by shared pointer.
-  auto moved = std::make_shared<std::vector<State>>(std::move(states));
-  return [this, o, moved] {
-    options_ = o;
-    state_ = std::move(*moved);
-  };
 }
 
 }  // namespace tg::optim

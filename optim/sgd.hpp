@@ -46,8 +46,6 @@
 #include <limits>
 #include <vector>
 
-#include <xtensor/xtensor.hpp>
-
 #include "optimizer.hpp"
 
 namespace tg::optim {
@@ -61,33 +59,30 @@ struct SGDOptions {
   bool nesterov = false;  // needs momentum > 0 and dampening == 0
 };
 
-class SGD : public Optimizer {
+// SGD's state of one parameter, made at its first step with momentum; its
+// fields are declared once, in SGD::state_fields.
+struct SGDState {
+  Array momentum_buffer;          // in the parameter's shape
+  std::vector<uint8_t> row_seen;  // row_seen[r]: row r's buffer holds a gradient
+};
+
+class SGD : public OptimizerWithState<SGDOptions, SGDState> {
  public:
   // Throws std::invalid_argument for lr unset or < 0, momentum < 0,
   // weight_decay < 0, or nesterov without momentum or with dampening.
   SGD(std::vector<Tensor> params, SGDOptions options);
   // Groups with their own lr / weight_decay; options.lr (still required) and
   // options.weight_decay are the defaults for groups that leave them unset.
+  // options() are the options given here; load_state_dict() replaces
+  // momentum, dampening and nesterov.
   SGD(std::vector<ParamGroup> groups, SGDOptions options);
 
   void step() override;
-  std::size_t state_bytes() const override;
-  // The options given to the constructor; the groups' lr and weight_decay are in
-  // param_groups(). load_state_dict() replaces momentum, dampening and nesterov.
-  const SGDOptions& options() const { return options_; }
 
  protected:
-  void save_state(StateDict& out) const override;
-  std::function<void()> prepare_load(const StateDict& state) override;
-
- private:
-  struct State {
-    xt::xtensor<float, 2> momentum_buffer;  // [rows, row size]; empty until needed
-    std::vector<uint8_t> row_seen;          // row_seen[r]: row r's buffer holds a gradient
-  };
-
-  SGDOptions options_;
-  std::vector<State> state_;  // state_[i] belongs to params_[i]
+  std::vector<StateField<SGDState>> state_fields(const SGDOptions& options) const override;
+  std::string options_json() const override;
+  SGDOptions options_from_json(const std::string& text) const override;
 };
 
 }  // namespace tg::optim
