@@ -18,7 +18,7 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "core/tape.hpp"
+#include "core/debug.hpp"
 #include "fuzz_common.hpp"
 #include "nn/embedding.hpp"
 

@@ -8,21 +8,27 @@
 // ops after it, and another backward().
 //
 // Every program also runs in a reference written here: plain loops in double,
-// one function per op, and a model of the tape (which node reads what, which
-// were released, which tensors are alive). Promises checked:
+// one function per op, and a model of the tape (which steps were released,
+// which tensors are alive, at which versions and shapes each op saw its
+// operands). Promises checked:
 //   - an op throws exactly when its shapes or indices are wrong by the rules of
 //     core/ops.hpp and nn/embedding.hpp (predicted here): std::invalid_argument
 //     for shapes, std::out_of_range for indices, naming the op, with its inputs
 //     (values, versions) and the tape as they were;
 //   - an accepted op gives the predicted shape, values that agree with the
-//     reference, and a tape entry exactly when grad mode is on and an input
-//     requires grad;
+//     reference, and tape entries exactly when grad mode is on and an input
+//     requires grad, all of them in its output's graph;
 //   - each in-place write bumps version() by one; a refused copy_ changes nothing;
 //   - backward() throws (std::logic_error; std::invalid_argument for a seed of
-//     the wrong shape) exactly when the program made one of the README's
-//     mistakes: a root without grad, a graph released by an earlier backward(),
-//     a value that a reachable op's backward reads written since, a shape
-//     changed in place. Then no gradient changes at all;
+//     the wrong shape) when the program made one of the README's mistakes: a
+//     root without grad, a graph released by an earlier backward(), a gradient
+//     that does not fit a shape changed in place. Which values an op's backward
+//     reads is not listed here: after a write to a value an op saw, backward()
+//     may refuse, and then its message must name that op, tape entry, input
+//     (or output), shape and versions exactly; or it may run, and then give
+//     bit for bit the gradients it gives with the values the ops saw put back
+//     (a backward that read the written values would give others). Whatever it
+//     refuses for, no gradient changes at all;
 //   - otherwise every leaf in the graph gains d(sum(w * root))/d(leaf), which
 //     central differences on the reference give (see `smooth` for when they can
 //     be trusted), and every other leaf keeps its gradient bit for bit (a leaf
@@ -44,6 +50,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
@@ -51,6 +58,7 @@
 
 #include <xtensor/xadapt.hpp>
 
+#include "core/debug.hpp"
 #include "core/ops.hpp"
 #include "core/tape.hpp"
 #include "fuzz_common.hpp"
@@ -85,7 +93,10 @@ constexpr double fd_step = 1e-6;
 struct Stats {  // printed at exit when TAPEGRAD_FUZZ_STATS is set
   unsigned long programs = 0, ops = 0, refused_ops = 0, writes = 0, backwards = 0, refused_backwards = 0,
                 checked_backwards = 0, steep_backwards = 0, checked_elements = 0;
-  std::map<std::string, unsigned long> refusals;  // why backward() refused, by the model
+  // backward()s after writes to values the ops saw (and no other mistake):
+  // refused, ran, and compared with a run with those values put back
+  unsigned long written_refused = 0, written_ran = 0, runs_without_writes = 0;
+  std::map<std::string, unsigned long> refusals;  // why backward() refused: the model's reason, or the engine's
   ~Stats() {
     if (!std::getenv("TAPEGRAD_FUZZ_STATS")) return;
     std::fprintf(stderr,
@@ -93,6 +104,9 @@ struct Stats {  // printed at exit when TAPEGRAD_FUZZ_STATS is set
                  "checked against central differences, %lu gradient elements; %lu too steep to check)\n",
                  programs, ops, refused_ops, writes, backwards, refused_backwards, checked_backwards,
                  checked_elements, steep_backwards);
+    std::fprintf(stderr,
+                 "  after writes to values the ops saw: %lu refused, %lu ran; %lu compared with the values put back\n",
+                 written_refused, written_ran, runs_without_writes);
     for (const auto& [why, n] : refusals) std::fprintf(stderr, "  refused: %lu %s\n", n, why.c_str());
   }
 } stats;
@@ -336,8 +350,6 @@ using Vals = std::vector<const Val*>;
 struct Op {
   const char* name;             // what a refusal's message must name
   const char* node;             // the op name on the tape entry that makes the output
-  unsigned (*reads)(std::size_t operands);  // bit i: backward reads operand i's values
-  bool reads_output;                        // backward reads the output's values
   void (*draw)(Program&, Call&);
   Expect (*predict)(const Shapes&, const Params&);
   Tensor (*run)(const Tensors&, const Params&);
@@ -346,16 +358,6 @@ struct Op {
   Val (*ref)(const Vals&, const Params&, Check&, const Val* base);
   unsigned constant_operands = 0;  // bit i: operand i gets no gradient (where's condition)
 };
-
-unsigned reads_none(std::size_t) {
-  return 0;
-}
-unsigned reads_first(std::size_t) {
-  return 1;
-}
-unsigned reads_two(std::size_t) {
-  return 3;
-}
 
 bool dim_ok(int64_t d, std::size_t rank) {
   const int64_t r = static_cast<int64_t>(rank);
@@ -378,6 +380,7 @@ struct Entry {             // a tensor the program made: a leaf or an op's outpu
   // values[j]: the values after j in-place writes. values[0] is where the
   // program ran (leaf values, or the reference's output for this step).
   std::vector<Val> values;
+  std::vector<Array> arrays;  // the same in float32, as tapegrad held them
   bool retains = false;  // retain_grad() was called on this output
   // Leaves and outputs that retain their gradient: the gradient backward()
   // should have accumulated so far; unknown once a backward() ran where
@@ -387,6 +390,14 @@ struct Entry {             // a tensor the program made: a leaf or an op's outpu
   std::optional<Shape> grad_shape;  // of the gradient it holds, known or not
 };
 
+// A tape entry as the engine recorded it: its op and, for each of its inputs,
+// the program's entry (-1: a tensor made inside the step, e.g. cross_entropy's
+// log_softmax output, which the program never holds).
+struct NodeSeen {
+  std::string op;
+  std::vector<int> inputs;
+};
+
 struct Step {
   const Op* op;
   Call call;
@@ -394,6 +405,9 @@ struct Step {
   int out = -1;
   bool no_grad = false, recorded = false, released = false, kink = false;
   std::vector<int64_t> branches;  // Check::branches where the program ran
+  // The tape entries the op recorded, by index; out_node makes the output.
+  std::map<std::size_t, NodeSeen> nodes;
+  std::size_t out_node = 0;
 };
 
 struct Perturb {  // central differences: element k of a leaf (or an output) moved by delta
@@ -429,6 +443,15 @@ Got attempt(F f, std::string& what) {
   }
 }
 
+// What backward() from a root may do (Program::forecast).
+struct Forecast {
+  std::string must_refuse;   // why it must throw std::logic_error; empty: it need not
+  bool shape_error = false;  // a gradient does not fit a shape changed in place
+  std::vector<std::string> written;  // values written since the steps whose backward runs saw them
+  std::map<int, std::size_t> restore;  // entry -> the version those steps saw, where it is not the current one
+  bool restorable = true;              // no entry seen at two versions
+};
+
 class Program {
  public:
   explicit Program(fuzz::Bytes& in) : in_(in) {}
@@ -457,8 +480,8 @@ class Program {
   const Val& value(int e, std::size_t version, const std::vector<Val>& now, const Perturb& d) const;
   std::vector<Val> eval(const Perturb& d, std::vector<std::vector<int64_t>>* branches) const;
   std::vector<int> reach(int root, bool gradient_only = false) const;
-  std::optional<Got> why_not_runnable(int root, std::string& why) const;
-  bool stale_grad(int e) const;
+  Forecast forecast(int root) const;
+  bool justified(const std::string& what, int root, const Forecast& f) const;
 
   fuzz::Bytes& in_;
   std::vector<Entry> entries_;
@@ -506,6 +529,7 @@ int Program::leaf(Shape s, bool force, bool mask) {
   }
   Entry e;
   e.values.push_back(of(a));
+  e.arrays.push_back(a);
   e.t = Tensor(std::move(a), requires_grad);
   e.impl = e.t.impl();
   e.requires_grad = requires_grad;
@@ -944,10 +968,6 @@ void draw_embedding_bag(Program& pr, Call& c) {
   if (f & 64) c.in.push_back(pr.pick_or_fit(c.p.ids_shape));  // per_sample_weights
 }
 
-unsigned reads_bag(std::size_t operands) {
-  return operands > 1 ? 1 : 0;  // the weight's rows, for the per-sample weights' gradient
-}
-
 // Where each bag starts (bags + 1 entries), for an accepted call.
 std::vector<std::size_t> bag_starts(const Params& p) {
   std::vector<std::size_t> starts;
@@ -1294,7 +1314,7 @@ Val ref_gather(const Vals& x, const Params& p, Check&, const Val*) {
   return out;
 }
 
-// --- layer_norm, with a weight (reads it) or without; a bias or not
+// --- layer_norm, with a weight or without; a bias or not
 
 template <bool weight>
 void draw_layer_norm(Program& pr, Call& c) {
@@ -1374,64 +1394,64 @@ Val ref_layer_norm(const Vals& x, const Params& p, Check& c, const Val*) {
 // entry of the output (for ops made of several, the last one).
 
 const Op ops[] = {
-    {"add", "add", reads_none, false, draw_binary, predict_broadcast,
+    {"add", "add", draw_binary, predict_broadcast,
      [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] + t[1] : tg::add(t[0], t[1]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return binary(*x[0], *x[1], [](double a, double b) { return a + b; });
      }},
-    {"sub", "sub", reads_none, false, draw_binary, predict_broadcast,
+    {"sub", "sub", draw_binary, predict_broadcast,
      [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] - t[1] : tg::sub(t[0], t[1]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return binary(*x[0], *x[1], [](double a, double b) { return a - b; });
      }},
-    {"mul", "mul", reads_two, false, draw_binary, predict_broadcast,
+    {"mul", "mul", draw_binary, predict_broadcast,
      [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] * t[1] : tg::mul(t[0], t[1]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return binary(*x[0], *x[1], [](double a, double b) { return a * b; });
      }},
-    {"div", "div", reads_two, false, draw_binary, predict_broadcast,
+    {"div", "div", draw_binary, predict_broadcast,
      [](const Tensors& t, const Params& p) { return p.use_operator ? t[0] / t[1] : tg::div(t[0], t[1]); },
      [](const Vals& x, const Params&, Check& c, const Val*) {
        for (double y : x[1]->v) c.wild |= near_zero(y);
        return binary(*x[0], *x[1], [](double a, double b) { return a / b; });
      }},
-    {"add_scalar", "add_scalar", reads_none, false, draw_unary,
+    {"add_scalar", "add_scalar", draw_unary,
      predict_same,  // a + s, s + a
      [](const Tensors& t, const Params& p) { return p.use_operator ? p.s + t[0] : tg::add(t[0], p.s); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return unary(*x[0], [s = double(p.s)](double a) { return a + s; });
      }},
-    {"sub_scalar", "add_scalar", reads_none, false, draw_unary, predict_same,  // a - s
+    {"sub_scalar", "add_scalar", draw_unary, predict_same,  // a - s
      [](const Tensors& t, const Params& p) { return t[0] - p.s; },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        // a - s is a + (-s): exact in float too
        return unary(*x[0], [s = double(-p.s)](double a) { return a + s; });
      }},
-    {"rsub_scalar", "add_scalar", reads_none, false, draw_unary, predict_same,  // s - a
+    {"rsub_scalar", "add_scalar", draw_unary, predict_same,  // s - a
      [](const Tensors& t, const Params& p) { return p.s - t[0]; },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return unary(*x[0], [s = double(p.s)](double a) { return s - a; });
      }},
-    {"mul_scalar", "mul_scalar", reads_none, false, draw_unary, predict_same,  // a * s, s * a
+    {"mul_scalar", "mul_scalar", draw_unary, predict_same,  // a * s, s * a
      [](const Tensors& t, const Params& p) { return p.use_operator ? p.s * t[0] : tg::mul(t[0], p.s); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return unary(*x[0], [s = double(p.s)](double a) { return a * s; });
      }},
-    {"div_scalar", "mul_scalar", reads_none, false, draw_unary, predict_same,  // a / s
+    {"div_scalar", "div_scalar", draw_unary, predict_same,  // a / s
      [](const Tensors& t, const Params& p) { return t[0] / p.s; },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return unary(*x[0], [s = double(p.s)](double a) { return a / s; });
      }},
-    {"rdiv_scalar", "mul_scalar", reads_first, false, draw_unary, predict_same,  // s / a
+    {"rdiv_scalar", "mul_scalar", draw_unary, predict_same,  // s / a
      [](const Tensors& t, const Params& p) { return p.s / t[0]; },
      [](const Vals& x, const Params& p, Check& c, const Val*) {
        for (double y : x[0]->v) c.wild |= near_zero(y);
        return unary(*x[0], [s = double(p.s)](double a) { return s / a; });
      }},
-    {"neg", "neg", reads_none, false, draw_unary, predict_same,
+    {"neg", "neg", draw_unary, predict_same,
      [](const Tensors& t, const Params& p) { return p.use_operator ? -t[0] : tg::neg(t[0]); },
      [](const Vals& x, const Params&, Check&, const Val*) { return unary(*x[0], [](double a) { return -a; }); }},
-    {"pow", "pow", reads_first, false, draw_pow, predict_same,
+    {"pow", "pow", draw_pow, predict_same,
      [](const Tensors& t, const Params& p) { return tg::pow(t[0], p.s); },
      [](const Vals& x, const Params& p, Check& c, const Val*) {
        const double e = p.s;
@@ -1441,37 +1461,37 @@ const Op ops[] = {
        }
        return unary(*x[0], [e](double a) { return std::pow(a, e); });
      }},
-    {"exp", "exp", reads_none, true, draw_unary, predict_same,
+    {"exp", "exp", draw_unary, predict_same,
      [](const Tensors& t, const Params&) { return tg::exp(t[0]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return unary(*x[0], [](double a) { return std::exp(a); });
      }},
-    {"log", "log", reads_first, false, draw_unary, predict_same,
+    {"log", "log", draw_unary, predict_same,
      [](const Tensors& t, const Params&) { return tg::log(t[0]); },
      [](const Vals& x, const Params&, Check& c, const Val*) {
        for (double a : x[0]->v) c.wild |= !(a >= pole);
        return unary(*x[0], [](double a) { return std::log(a); });
      }},
-    {"tanh", "tanh", reads_none, true, draw_unary, predict_same,
+    {"tanh", "tanh", draw_unary, predict_same,
      [](const Tensors& t, const Params&) { return tg::tanh(t[0]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return unary(*x[0], [](double a) { return std::tanh(a); });
      }},
-    {"sigmoid", "sigmoid", reads_none, true, draw_unary, predict_same,
+    {"sigmoid", "sigmoid", draw_unary, predict_same,
      [](const Tensors& t, const Params&) { return tg::sigmoid(t[0]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return unary(*x[0], [](double a) { return 1.0 / (1.0 + std::exp(-a)); });
      }},
-    {"relu", "relu", reads_first, false, draw_unary, predict_same,
+    {"relu", "relu", draw_unary, predict_same,
      [](const Tensors& t, const Params&) { return tg::relu(t[0]); },
      [](const Vals& x, const Params&, Check& c, const Val*) {
        for (double a : x[0]->v) {
          c.kink |= !(std::abs(a) >= margin);
          c.branches.push_back(a > 0);
        }
-       return unary(*x[0], [](double a) { return a > 0 ? a : 0.0; });
+       return unary(*x[0], [](double a) { return a > 0 || std::isnan(a) ? a : 0.0; });  // NaN stays
      }},
-    {"abs", "abs", reads_first, false, draw_unary, predict_same,
+    {"abs", "abs", draw_unary, predict_same,
      [](const Tensors& t, const Params&) { return tg::abs(t[0]); },
      [](const Vals& x, const Params&, Check& c, const Val*) {
        for (double a : x[0]->v) {
@@ -1480,13 +1500,13 @@ const Op ops[] = {
        }
        return unary(*x[0], [](double a) { return std::abs(a); });
      }},
-    {"sqrt", "sqrt", reads_none, true, draw_unary, predict_same,
+    {"sqrt", "sqrt", draw_unary, predict_same,
      [](const Tensors& t, const Params&) { return tg::sqrt(t[0]); },
      [](const Vals& x, const Params&, Check& c, const Val*) {
        for (double a : x[0]->v) c.wild |= !(a >= pole);  // NaN below 0, a pole of the slope at 0
        return unary(*x[0], [](double a) { return std::sqrt(a); });
      }},
-    {"maximum", "maximum", reads_two, false, draw_binary, predict_broadcast,
+    {"maximum", "maximum", draw_binary, predict_broadcast,
      [](const Tensors& t, const Params&) { return tg::maximum(t[0], t[1]); },
      [](const Vals& x, const Params&, Check& c, const Val*) {
        return binary(*x[0], *x[1], [&c](double a, double b) {
@@ -1495,7 +1515,7 @@ const Op ops[] = {
          return a > b ? a : b;
        });
      }},
-    {"minimum", "minimum", reads_two, false, draw_binary, predict_broadcast,
+    {"minimum", "minimum", draw_binary, predict_broadcast,
      [](const Tensors& t, const Params&) { return tg::minimum(t[0], t[1]); },
      [](const Vals& x, const Params&, Check& c, const Val*) {
        return binary(*x[0], *x[1], [&c](double a, double b) {
@@ -1504,109 +1524,109 @@ const Op ops[] = {
          return a < b ? a : b;
        });
      }},
-    {"matmul", "matmul", reads_two, false, draw_matmul, predict_matmul,
+    {"matmul", "matmul", draw_matmul, predict_matmul,
      [](const Tensors& t, const Params&) { return tg::matmul(t[0], t[1]); }, ref_matmul},
-    {"linear", "linear", reads_two, false, draw_linear, predict_linear,
+    {"linear", "linear", draw_linear, predict_linear,
      [](const Tensors& t, const Params& p) {
        return tg::linear(t[0], t[1], p.with_bias ? std::optional<Tensor>(t[2]) : std::nullopt);
      },
      ref_linear},
-    {"sum", "sum", reads_none, false, draw_unary, [](const Shapes&, const Params&) { return gives({}); },
+    {"sum", "sum", draw_unary, [](const Shapes&, const Params&) { return gives({}); },
      [](const Tensors& t, const Params&) { return tg::sum(t[0]); },
      [](const Vals& x, const Params&, Check&, const Val*) { return sum_all(*x[0]); }},
-    {"sum", "sum", reads_none, false, draw_dim,
+    {"sum", "sum", draw_dim,
      [](const Shapes& s, const Params& p) { return predict_reduce(s, p, false); },
      [](const Tensors& t, const Params& p) { return tg::sum(t[0], p.dim0, p.keepdim); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return sum_axis(*x[0], axis(p.dim0, x[0]->shape.size()), p.keepdim);
      }},
-    {"mean", "mul_scalar", reads_none, false, draw_unary,
+    {"mean", "mul_scalar", draw_unary,
      [](const Shapes& s, const Params&) { return numel(s[0]) == 0 ? fails_shape() : gives({}); },
      [](const Tensors& t, const Params&) { return tg::mean(t[0]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return scale(sum_all(*x[0]), 1.0 / static_cast<double>(x[0]->v.size()));
      }},
-    {"mean", "mul_scalar", reads_none, false, draw_dim,
+    {"mean", "mul_scalar", draw_dim,
      [](const Shapes& s, const Params& p) { return predict_reduce(s, p, true); },
      [](const Tensors& t, const Params& p) { return tg::mean(t[0], p.dim0, p.keepdim); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        const std::size_t ax = axis(p.dim0, x[0]->shape.size());
        return scale(sum_axis(*x[0], ax, p.keepdim), 1.0 / static_cast<double>(x[0]->shape[ax]));
      }},
-    {"max", "max", reads_none, false, draw_dim,
+    {"max", "max", draw_dim,
      [](const Shapes& s, const Params& p) { return predict_reduce(s, p, true); },
      [](const Tensors& t, const Params& p) { return tg::max(t[0], p.dim0, p.keepdim).values; },
      [](const Vals& x, const Params& p, Check& c, const Val*) {
        return max_axis(*x[0], axis(p.dim0, x[0]->shape.size()), p.keepdim, c);
      }},
-    {"softmax", "softmax", reads_none, true, draw_dim,
+    {"softmax", "softmax", draw_dim,
      [](const Shapes& s, const Params& p) { return dim_ok(p.dim0, s[0].size()) ? gives(s[0]) : fails_shape(); },
      [](const Tensors& t, const Params& p) { return tg::softmax(t[0], p.dim0); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return unary(log_softmax_axis(*x[0], axis(p.dim0, x[0]->shape.size())),
                     [](double a) { return std::exp(a); });
      }},
-    {"log_softmax", "log_softmax", reads_none, true, draw_dim,
+    {"log_softmax", "log_softmax", draw_dim,
      [](const Shapes& s, const Params& p) { return dim_ok(p.dim0, s[0].size()) ? gives(s[0]) : fails_shape(); },
      [](const Tensors& t, const Params& p) { return tg::log_softmax(t[0], p.dim0); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return log_softmax_axis(*x[0], axis(p.dim0, x[0]->shape.size()));
      }},
-    {"reshape", "reshape", reads_none, false, draw_reshape, predict_reshape,
+    {"reshape", "reshape", draw_reshape, predict_reshape,
      [](const Tensors& t, const Params& p) { return tg::reshape(t[0], p.shape); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        Val r = *x[0];
        r.shape = predict_reshape({x[0]->shape}, p).out;
        return r;
      }},
-    {"transpose", "transpose", reads_none, false, draw_transpose, predict_transpose,
+    {"transpose", "transpose", draw_transpose, predict_transpose,
      [](const Tensors& t, const Params& p) { return tg::transpose(t[0], p.dim0, p.dim1); }, ref_transpose},
-    {"index_select", "index_select", reads_none, false, draw_index_select, predict_index_select,
+    {"index_select", "index_select", draw_index_select, predict_index_select,
      [](const Tensors& t, const Params& p) { return tg::index_select(t[0], p.dim0, indices(p.ids, p.ids_shape)); },
      ref_index_select},
-    {"cross_entropy", "nll_loss", reads_none, false, draw_class_loss, predict_class_loss,
+    {"cross_entropy", "nll_loss", draw_class_loss, predict_class_loss,
      [](const Tensors& t, const Params& p) {
        return tg::cross_entropy(t[0], indices(p.ids, p.ids_shape), p.reduction);
      },
      [](const Vals& x, const Params& p, Check&, const Val*) { return ref_nll(log_softmax_axis(*x[0], 1), p); }},
-    {"nll_loss", "nll_loss", reads_none, false, draw_class_loss, predict_class_loss,
+    {"nll_loss", "nll_loss", draw_class_loss, predict_class_loss,
      [](const Tensors& t, const Params& p) { return tg::nll_loss(t[0], indices(p.ids, p.ids_shape), p.reduction); },
      [](const Vals& x, const Params& p, Check&, const Val*) { return ref_nll(*x[0], p); }},
-    {"mse_loss", nullptr, reads_none, false, draw_mse, predict_mse,
+    {"mse_loss", nullptr, draw_mse, predict_mse,
      [](const Tensors& t, const Params& p) { return tg::mse_loss(t[0], t[1], p.reduction); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return reduce(binary(*x[0], *x[1], [](double a, double b) { return (a - b) * (a - b); }), p.reduction);
      }},
-    {"Embedding", "embedding", reads_none, false, draw_embedding, predict_embedding, run_embedding,
+    {"Embedding", "embedding", draw_embedding, predict_embedding, run_embedding,
      ref_embedding},
-    {"EmbeddingBag", "embedding_bag", reads_bag, false, draw_embedding_bag, predict_embedding_bag,
+    {"EmbeddingBag", "embedding_bag", draw_embedding_bag, predict_embedding_bag,
      run_embedding_bag, ref_embedding_bag},
-    {"clamp", "clamp", reads_first, false, draw_clamp, predict_clamp,
+    {"clamp", "clamp", draw_clamp, predict_clamp,
      [](const Tensors& t, const Params& p) { return tg::clamp(t[0], p.lo, p.hi); }, ref_clamp},
-    {"where", "where", reads_first, false, draw_where, predict_where,
+    {"where", "where", draw_where, predict_where,
      [](const Tensors& t, const Params&) { return tg::where(t[0], t[1], t[2]); }, ref_where,
      1},  // the condition gets no gradient
-    {"dropout", "dropout", reads_none, false, draw_dropout, predict_dropout, run_dropout, ref_dropout},
-    {"cat", "cat", reads_none, false, [](Program& pr, Call& c) { draw_join(pr, c, false); }, predict_cat,
+    {"dropout", "dropout", draw_dropout, predict_dropout, run_dropout, ref_dropout},
+    {"cat", "cat", [](Program& pr, Call& c) { draw_join(pr, c, false); }, predict_cat,
      [](const Tensors& t, const Params& p) { return tg::cat(t, p.dim0); }, ref_cat},
-    {"stack", "stack", reads_none, false, [](Program& pr, Call& c) { draw_join(pr, c, true); }, predict_stack,
+    {"stack", "stack", [](Program& pr, Call& c) { draw_join(pr, c, true); }, predict_stack,
      [](const Tensors& t, const Params& p) { return tg::stack(t, p.dim0); }, ref_stack},
-    {"narrow", "narrow", reads_none, false, draw_narrow, predict_narrow,
+    {"narrow", "narrow", draw_narrow, predict_narrow,
      [](const Tensors& t, const Params& p) { return tg::narrow(t[0], p.dim0, p.start, p.length); }, ref_narrow},
-    {"flatten", "reshape", reads_none, false, draw_flatten, predict_flatten,
+    {"flatten", "reshape", draw_flatten, predict_flatten,
      [](const Tensors& t, const Params& p) { return tg::flatten(t[0], p.dim0, p.dim1); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
        Val r = *x[0];
        r.shape = predict_flatten({x[0]->shape}, p).out;
        return r;
      }},
-    {"gather", "gather", reads_none, false, draw_gather, predict_gather,
+    {"gather", "gather", draw_gather, predict_gather,
      [](const Tensors& t, const Params& p) { return tg::gather(t[0], p.dim0, indices(p.ids, p.ids_shape)); },
      ref_gather},
-    {"layer_norm", "layer_norm", reads_two, false, draw_layer_norm<true>, predict_layer_norm, run_layer_norm,
-     ref_layer_norm},  // x and weight (and a bias or not)
-    {"layer_norm", "layer_norm", reads_first, false, draw_layer_norm<false>, predict_layer_norm, run_layer_norm,
-     ref_layer_norm},  // x (and a bias or not)
+    {"layer_norm", "layer_norm", draw_layer_norm<true>, predict_layer_norm, run_layer_norm,
+     ref_layer_norm},  // with a weight (and a bias or not)
+    {"layer_norm", "layer_norm", draw_layer_norm<false>, predict_layer_norm, run_layer_norm,
+     ref_layer_norm},  // without a weight (and a bias or not)
 };
 constexpr std::size_t num_ops = sizeof(ops) / sizeof(ops[0]);
 
@@ -1692,48 +1712,132 @@ std::vector<int> Program::reach(int root, bool gradient_only) const {
   return out;
 }
 
-// A leaf holding a gradient of another shape than its own (changed in place since).
-bool Program::stale_grad(int e) const {
-  const Entry& E = entries_[e];
-  return E.step < 0 && E.requires_grad && E.grad_shape && *E.grad_shape != E.values.back().shape;
-}
+// What backward() from `root` may do, by the engine's rules (core/tape.hpp),
+// found from the program alone. Two mistakes are the program's to see: a graph
+// released by an earlier backward(), and a gradient that does not fit a shape
+// changed in place. Which values an op's backward reads is the op's own
+// business, and the model keeps no list of it: it knows the values written
+// since the ops whose backward runs saw them. backward() may refuse naming one
+// of those, exactly (Program::justified), or run; and then it must give the
+// gradients it gives with the values those ops saw put back (Program::backward).
+Forecast Program::forecast(int root) const {
+  Forecast f;
+  auto refuse = [&f](std::string why) {
+    if (f.must_refuse.empty()) f.must_refuse = std::move(why);
+  };
+  for (int k : reach(root))
+    if (steps_[k].released) refuse(std::string("reaches '") + steps_[k].op->name + "' released by an earlier backward()");
 
-// Whether backward() from `root` must refuse, by the README's rules.
-std::optional<Got> Program::why_not_runnable(int root, std::string& why) const {
-  for (int k : reach(root)) {
+  // Where gradients arrive, at which shapes: the root's seed, and each operand
+  // of a step whose backward runs; and the versions those steps saw.
+  std::map<int, std::vector<Shape>> arrivals;
+  std::map<int, std::set<std::size_t>> seen;
+  arrivals[root].push_back(entries_[root].values.back().shape);
+  for (int k : reach(root, true)) {
     const Step& s = steps_[k];
-    if (s.released) {
-      why = std::string("reaches op '") + s.op->name + "' released by an earlier backward()";
-      return Got::logic_error;
-    }
-    const unsigned reads = s.op->reads(s.call.in.size());
     for (std::size_t i = 0; i < s.call.in.size(); ++i) {
-      const Entry& in = entries_[s.call.in[i]];
-      if (stale_grad(s.call.in[i])) {
-        why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' holds a stale gradient";
-        return Got::logic_error;
-      }
-      if (in.values.size() - 1 == s.in_version[i]) continue;
-      if ((reads >> i) & 1) {
-        why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' was written; backward reads it";
-        return Got::logic_error;
-      }
-      if (in.values.back().shape != in.values[s.in_version[i]].shape) {
-        why = std::string("input ") + std::to_string(i) + " of '" + s.op->name + "' changed shape";
-        return Got::logic_error;
-      }
+      const int e = s.call.in[i];
+      const Entry& E = entries_[e];
+      seen[e].insert(s.in_version[i]);
+      if (E.requires_grad && !((s.op->constant_operands >> i) & 1)) arrivals[e].push_back(E.values[s.in_version[i]].shape);
+      if (E.values.size() - 1 != s.in_version[i])
+        f.written.push_back("input " + std::to_string(i) + " of '" + s.op->name + "'");
     }
-    const Entry& out = entries_[s.out];
-    if (out.values.size() > 1 && s.op->reads_output) {
-      why = std::string("the output of '") + s.op->name + "' was written; backward reads it";
-      return Got::logic_error;
-    }
-    if (out.values.back().shape != out.values[0].shape) {
-      why = std::string("the output of '") + s.op->name + "' changed shape";
-      return Got::logic_error;
+    seen[s.out].insert(0);  // its backward may read its output, as the op made it
+    if (entries_[s.out].values.size() > 1) f.written.push_back(std::string("the output of '") + s.op->name + "'");
+  }
+  // A gradient must fit where it arrives: one shape from all uses, the shape
+  // an output was made with, and the shape a leaf (or an output that retains
+  // its gradient) has now and of the gradient it holds.
+  for (const auto& [e, at] : arrivals) {
+    const std::vector<Shape>& shapes = at;  // a name the lambda below can capture
+    const Entry& E = entries_[e];
+    const Shape& now = E.values.back().shape;
+    const bool keeps = E.step < 0 || E.retains;
+    const std::string who = "#" + std::to_string(e) + " '" + (E.step < 0 ? "leaf" : steps_[E.step].op->name) + "'";
+    std::string why;
+    if (std::any_of(shapes.begin(), shapes.end(), [&](const Shape& s) { return s != shapes[0]; }))
+      why = "gradients reach " + who + " at two shapes";
+    else if (E.step >= 0 && shapes[0] != E.values[0].shape)
+      why = "a gradient reaches " + who + " at another shape than it was made with";
+    else if (keeps && shapes[0] != now)
+      why = "a gradient reaches " + who + " at a shape it had before a write";
+    else if (keeps && E.grad_shape && *E.grad_shape != now)
+      why = who + " holds a gradient of a shape it had before a write";
+    if (!why.empty()) {
+      f.shape_error = true;
+      refuse(why);
     }
   }
-  return std::nullopt;
+  // For the run without the writes: each written entry back at the version
+  // the steps saw, unless they saw it at two (then there is no such run).
+  for (const auto& [e, versions] : seen) {
+    const Entry& E = entries_[e];
+    const std::size_t now = E.values.size() - 1;
+    if (versions.size() == 1 && *versions.begin() == now) continue;
+    if (versions.size() > 1) {
+      f.restorable = false;
+    } else if (E.values[*versions.begin()].shape == E.values[now].shape) {
+      f.restore[e] = *versions.begin();
+    }
+  }
+  return f;
+}
+
+// The number after `key` in s.
+std::optional<uint64_t> number_after(const std::string& s, const std::string& key) {
+  std::size_t i = s.find(key);
+  if (i == std::string::npos) return std::nullopt;
+  i += key.size();
+  if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i]))) return std::nullopt;
+  uint64_t v = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) v = v * 10 + static_cast<uint64_t>(s[i++] - '0');
+  return v;
+}
+
+// The text between `key` and `end` in s.
+std::string text_between(const std::string& s, const std::string& key, const std::string& end) {
+  const std::size_t i = s.find(key);
+  if (i == std::string::npos) return {};
+  const std::size_t j = s.find(end, i + key.size());
+  return j == std::string::npos ? std::string() : s.substr(i + key.size(), j - i - key.size());
+}
+
+// Whether backward()'s refusal `what` names a mistake the program made, and
+// names it exactly: the released entry, or the tensor written since its op ran
+// (op, tape entry, input, shape, versions), or a shape that a gradient does not fit.
+bool Program::justified(const std::string& what, int root, const Forecast& f) const {
+  const auto entry = number_after(what, "(tape entry ");
+  const std::string op = text_between(what, "op '", "'");
+  auto step_of = [&](bool running) -> const Step* {
+    for (int k : reach(root, running))
+      if (entry && steps_[k].nodes.count(*entry) && steps_[k].nodes.at(*entry).op == op) return &steps_[k];
+    return nullptr;
+  };
+  if (what.find(" was already released by an earlier backward()") != std::string::npos) {
+    const Step* s = step_of(false);
+    return s && s->released;
+  }
+  const auto version = number_after(what, ": version "), expected = number_after(what, ", expected ");
+  if (what.find(" was modified in place after it was used by ") != std::string::npos) {
+    const Step* s = step_of(true);
+    const auto input = number_after(what, "backward: input ");
+    if (!s || !input || !version || !expected || *input >= s->nodes.at(*entry).inputs.size()) return false;
+    const int e = s->nodes.at(*entry).inputs[*input];
+    if (e < 0) return false;  // made inside the op: the program cannot have written it
+    const Entry& E = entries_[e];
+    const std::size_t at = std::find(s->call.in.begin(), s->call.in.end(), e) - s->call.in.begin();
+    return *version == E.values.size() - 1 && *expected == s->in_version[at] && *version != *expected &&
+           text_between(what, " of shape ", ", was modified") == str(E.values.back().shape);
+  }
+  if (what.find(" was modified in place after the op ran") != std::string::npos) {
+    const Step* s = step_of(true);
+    return s && s->out_node == *entry && version && expected && *version == entries_[s->out].values.size() - 1 &&
+           *expected == 0 && *version != 0;
+  }
+  if (what.find(" had shape ") != std::string::npos || what.find(" holds a gradient of shape ") != std::string::npos)
+    return f.shape_error;
+  return false;
 }
 
 void Program::op(const Op& op) {
@@ -1754,6 +1858,7 @@ void Program::op(const Op& op) {
   std::vector<Array> before;
   for (const Tensor& t : ts) before.push_back(t.value());
   const std::size_t live_before = tg::Tape::current().live_count();
+  const std::size_t first_node = tg::next_node_index();
 
   Tensor out;
   std::string what;
@@ -1802,9 +1907,37 @@ void Program::op(const Op& op) {
   // The reference, where the program ran.
   Step s;
   s.op = &op;
-  s.call = std::move(c);
   s.no_grad = no_grad;
   s.recorded = recorded;
+  if (recorded) {
+    // The entries it recorded, found from its output: every one of them (tape
+    // indices first_node onwards) must belong to the output's graph.
+    s.out_node = out.creator()->index;
+    std::vector<std::shared_ptr<tg::Node>> todo{out.creator()};
+    while (!todo.empty()) {
+      const std::shared_ptr<tg::Node> n = std::move(todo.back());
+      todo.pop_back();
+      if (s.nodes.count(n->index)) continue;
+      NodeSeen& seen = s.nodes[n->index];
+      seen.op = n->op;
+      for (const tg::Node::Input& in : n->inputs) {
+        int e = -1;
+        for (std::size_t i = 0; i < ts.size(); ++i)
+          if (in.tensor.is_same(ts[i])) e = c.in[i];
+        seen.inputs.push_back(e);
+        if (e < 0 && in.tensor.creator()) {
+          FUZZ_EXPECT(in.tensor.creator()->index >= first_node, call + ": an input of its tape entries is neither an operand nor made by the op");
+          todo.push_back(in.tensor.creator());
+        }
+      }
+    }
+    FUZZ_EXPECT(s.nodes.begin()->first >= first_node && s.nodes.size() == tg::next_node_index() - first_node,
+                call + ": recorded " + std::to_string(tg::next_node_index() - first_node) + " tape entries, " +
+                    std::to_string(s.nodes.size()) + " of them in its output's graph");
+  } else {
+    FUZZ_EXPECT(tg::next_node_index() == first_node, call + ": recorded a tape entry without grad");
+  }
+  s.call = std::move(c);
   Vals xs;
   bool wild = false;
   for (int e : s.call.in) {
@@ -1835,6 +1968,7 @@ void Program::op(const Op& op) {
   e.requires_grad = e.recorded = recorded;
   e.wild = wild;
   e.values.push_back(std::move(want_val));
+  e.arrays.push_back(out.value());
   e.impl = out.impl();
   if (discard)
     e.held = false;  // made and dropped at once: its graph must go too
@@ -1906,6 +2040,7 @@ void Program::write() {
   Val v = of(src);
   E.wild |= !finite_and_tame(v);
   E.values.push_back(std::move(v));
+  E.arrays.push_back(std::move(src));
 }
 
 void Program::drop() {
@@ -1937,6 +2072,7 @@ void Program::detach() {
   // would have the gradient 2 (float(x) - x) dx in the reference (rounding
   // noise times dx, as large as 10^-2 for values near 10^3) and 0 in tapegrad.
   e.values.push_back(entries_[from].values.back());
+  e.arrays.push_back(e.t.value());
   trace("#" + std::to_string(entries_.size()) + " = #" + std::to_string(from) + ".detach()" +
         (requires_grad ? ", requires grad" : ""));
   e.wild = entries_[from].wild || !finite_and_tame(e.values[0]);
@@ -1968,8 +2104,8 @@ void Program::retain_grad() {
   if (got == Got::ok && E.step >= 0) E.retains = true;
 }
 
-// A refusal without op names and numbers: "input 1 of 'mul' was written; backward
-// reads it" counts as "input of was written; backward reads it".
+// A refusal without op names and numbers: "reaches 'mul' released by an earlier
+// backward()" counts as "reaches released by an earlier backward()".
 std::string refusal_kind(const std::string& why) {
   std::string out;
   bool quoted = false;
@@ -1989,8 +2125,7 @@ Array seed_weights(const Shape& s) {
   return w;
 }
 
-std::optional<Val> grad_of(const Tensor& t) {
-  const tg::Grad& g = t.grad();
+std::optional<Val> grad_of(const tg::Grad& g) {
   if (g.empty()) return std::nullopt;
   if (g.is_sparse()) g.sparse().check("fuzz");  // coalesced, in range
   return of(g.is_dense() ? g.dense() : g.sparse().to_dense());
@@ -2022,22 +2157,28 @@ void Program::backward() {
     seed = seed_weights(rs);
   }
 
-  // What backward() must do, by the README's rules.
+  // What backward() must do, by the README's rules; with values written since
+  // the ops saw them (and no other mistake), it may run or refuse.
   std::string why;
-  std::optional<Got> want;
+  Got want = Got::ok;
+  Forecast fc;
+  bool either = false;
   if (!R.requires_grad) {
     want = Got::logic_error;
     why = "the root does not require grad";
   } else if (seed ? tg::Shape(seed->shape().begin(), seed->shape().end()) != rs : numel(rs) != 1) {
     want = Got::invalid_argument;
     why = "a seed of the wrong shape (or none for a tensor of " + str(rs) + ")";
-  } else if (stale_grad(root)) {
-    want = Got::logic_error;
-    why = "the root leaf holds a stale gradient";
   } else {
-    want = why_not_runnable(root, why);
+    fc = forecast(root);
+    if (!fc.must_refuse.empty()) {
+      want = Got::logic_error;
+      why = fc.must_refuse;
+    } else if (!fc.written.empty()) {
+      either = true;
+      why = "written since the op ran: " + fc.written[0];
+    }
   }
-  if (!want) want = Got::ok;
   // What backward() adds into: the leaves of the graph, and the outputs it
   // walks that retain their gradient; both only where a gradient flows (a leaf
   // reached only through where's condition gets none, as in PyTorch, where an
@@ -2056,33 +2197,96 @@ void Program::backward() {
     }
   }
 
+  // Every entry still alive, dropped or not, kept alive until the gradients are compared.
+  std::vector<std::shared_ptr<tg::TensorImpl>> alive;
+  for (const Entry& E : entries_) alive.push_back(E.impl.lock());
   std::vector<std::optional<Val>> grads_before;
-  for (const Entry& E : entries_)
-    grads_before.push_back(E.step < 0 || E.retains ? grad_of(E.t) : std::nullopt);
+  for (std::size_t e = 0; e < entries_.size(); ++e)
+    grads_before.push_back(alive[e] ? grad_of(alive[e]->grad) : std::nullopt);
   const std::size_t live_before = tg::Tape::current().live_count();
+  const std::string call = "backward() from " + std::string(R.step < 0 ? "a leaf" : steps_[R.step].op->name) +
+                           " " + str(rs) + (retain ? " (retain_graph)" : "");
+
+  // The run without the writes: the written tensors hold again the values the
+  // ops saw (their versions stay), backward() runs with retain_graph, and every
+  // gradient is put back. Whether backward() refuses cannot depend on values;
+  // and when it runs, its gradients must not either: a backward that read a
+  // written value without refusing gives other gradients with the writes.
+  struct Outcome {
+    Got got;
+    std::string what;
+    std::vector<std::optional<Val>> grads;  // of every live entry, after
+  };
+  std::optional<Outcome> without;
+  if (either && fc.restorable) {
+    std::vector<std::pair<std::shared_ptr<tg::TensorImpl>, Array>> written;  // and their values now
+    for (const auto& [e, version] : fc.restore) {
+      std::shared_ptr<tg::TensorImpl> impl = entries_[e].impl.lock();
+      if (!impl || same(impl->value, entries_[e].arrays[version])) continue;
+      written.emplace_back(impl, impl->value);
+      impl->value = entries_[e].arrays[version];
+    }
+    if (!written.empty()) {
+      std::vector<tg::Grad> grads;
+      for (const auto& impl : alive) grads.push_back(impl ? impl->grad : tg::Grad());
+      Outcome o;
+      o.got = attempt([&] { R.t.backward(seed, true); }, o.what);
+      for (std::size_t e = 0; e < alive.size(); ++e) {
+        o.grads.push_back(alive[e] ? grad_of(alive[e]->grad) : std::nullopt);
+        if (alive[e]) alive[e]->grad = std::move(grads[e]);
+      }
+      for (auto& [impl, v] : written) impl->value = std::move(v);
+      trace("  with the values the ops saw: " + std::string(got_str(o.got)) + " " + o.what);
+      without = std::move(o);
+      ++stats.runs_without_writes;
+    }
+  }
 
   std::string what;
   trace("backward from #" + std::to_string(root) + "...");
   const Got got = attempt([&] { R.t.backward(seed, retain); }, what);
   ++stats.backwards;
   trace("backward from #" + std::to_string(root) + (retain ? " (retain_graph)" : "") + ", expected " +
-        got_str(*want) + (why.empty() ? "" : " (" + why + ")") + ": " + got_str(got) + " " + what);
-  const std::string call = "backward() from " + std::string(R.step < 0 ? "a leaf" : steps_[R.step].op->name) +
-                           " " + str(rs) + (retain ? " (retain_graph)" : "");
-  FUZZ_EXPECT(got == *want, call + ": expected " + got_str(*want) + (why.empty() ? "" : " (" + why + ")") +
-                                ", got " + got_str(got) + " " + what);
+        (either ? "either" : got_str(want)) + (why.empty() ? "" : " (" + why + ")") + ": " + got_str(got) + " " +
+        what);
+  if (either) {
+    ++(got == Got::ok ? stats.written_ran : stats.written_refused);
+    FUZZ_EXPECT(got == Got::ok || got == Got::logic_error,
+                call + ": expected no exception or std::logic_error (" + why + "), got " + got_str(got) + " " + what);
+  } else {
+    FUZZ_EXPECT(got == want, call + ": expected " + got_str(want) + (why.empty() ? "" : " (" + why + ")") +
+                                 ", got " + got_str(got) + " " + what);
+  }
+  if (got == Got::logic_error && R.requires_grad)
+    FUZZ_EXPECT(justified(what, root, fc), call + ": the refusal does not name a mistake of the program exactly (" +
+                                              (why.empty() ? "the model sees none" : why) + "): " + what);
+  if (without) {
+    FUZZ_EXPECT(got == without->got && what == without->what,
+                call + ": " + got_str(got) + " " + what + ", but with the values the ops saw put back: " +
+                    got_str(without->got) + " " + without->what);
+    for (std::size_t e = 0; e < entries_.size() && got == Got::ok; ++e) {
+      const std::optional<Val> now = alive[e] ? grad_of(alive[e]->grad) : std::nullopt;
+      const std::optional<Val>& then = without->grads[e];
+      FUZZ_EXPECT(now.has_value() == then.has_value() && (!now || (now->shape == then->shape && same(now->v, then->v))),
+                  call + ": the gradient of #" + std::to_string(e) + " depends on values written after the ops " +
+                      "saw them (" + why + "), and backward() did not refuse: " + (now ? vals_str(*now) : "none") +
+                      ", with the values put back " + (then ? vals_str(*then) : "none"));
+    }
+  }
   // The others (all of them after a refusal) keep their gradient bit for bit.
   for (std::size_t e = 0; e < entries_.size(); ++e) {
-    if (entries_[e].step >= 0 && !entries_[e].retains) continue;
     if (got == Got::ok && std::find(leaves.begin(), leaves.end(), static_cast<int>(e)) != leaves.end()) continue;
-    const std::optional<Val> now = entries_[e].held ? grad_of(entries_[e].t) : grads_before[e];
+    const std::optional<Val> now = alive[e] ? grad_of(alive[e]->grad) : std::nullopt;
     FUZZ_EXPECT(now.has_value() == grads_before[e].has_value() &&
                     (!now || (now->shape == grads_before[e]->shape && same(now->v, grads_before[e]->v))),
                 call + ": the gradient of a tensor out of the graph changed");
   }
   if (got != Got::ok) {
     ++stats.refused_backwards;
-    ++stats.refusals[refusal_kind(why)];
+    ++stats.refusals[!either ? refusal_kind(why)
+                     : what.find("after the op ran") != std::string::npos
+                         ? "(the engine's) an output written since the op ran, which its backward reads"
+                         : "(the engine's) an input written since the op ran, which its backward reads"];
     FUZZ_EXPECT(what.find("backward") != std::string::npos, call + ": the message does not say backward: " + what);
     FUZZ_EXPECT(tg::Tape::current().live_count() == live_before, call + ": a refused backward changed the tape");
     return;
@@ -2155,8 +2359,8 @@ void Program::backward() {
       for (double a : entries_[e].grad->v) scale = std::max(scale, std::abs(a));
   for (int e : leaves) {
     const Entry& L = entries_[e];
-    if (!L.grad_known || !L.grad || !L.held) continue;
-    const std::optional<Val> got_grad = grad_of(L.t);
+    if (!L.grad_known || !L.grad || !alive[e]) continue;
+    const std::optional<Val> got_grad = grad_of(alive[e]->grad);
     FUZZ_EXPECT(got_grad.has_value(), call + ": a tensor in the graph got no gradient");
     FUZZ_EXPECT(got_grad->shape == L.grad->shape,
                 call + ": gradient of shape " + str(got_grad->shape) + " for a tensor of shape " + str(L.grad->shape));

@@ -2,9 +2,10 @@
 """Shows that the graph fuzzer catches real bugs.
 
 Puts one deliberate bug at a time into a copy of the library (a backward off by
-5%, a term left out, a wrong operand, a missing version check, ...), builds the
-fuzz targets there, and runs the graph target from its seeds until it reports
-a broken promise or SECONDS pass. Every mutant must be found.
+5%, a term left out, a wrong operand, a missing version check, a step of the
+engine left out, ...), builds the fuzz targets there, and runs the graph target
+from its seeds until it reports a broken promise or SECONDS pass. Every mutant
+must be found.
 
     fuzz/mutants.py [SECONDS] [MUTANT...]     SECONDS per mutant (default 300)
 
@@ -23,35 +24,47 @@ import time
 # name, file, text, replacement: each text occurs exactly once.
 MUTANTS = [
     ("mul: d/db uses b instead of a", "core/ops.cpp",
-     "if (in[1].requires_grad()) in[1].accumulate_grad(sum_to_shape(g * x, in[1].shape()));",
-     "if (in[1].requires_grad()) in[1].accumulate_grad(sum_to_shape(g * y, in[1].shape()));"),
+     "if (n.needs_grad(1)) d[1] = g * n.input(0);",
+     "if (n.needs_grad(1)) d[1] = g * n.input(1);"),
     ("div: d/db misses a factor 1/b", "core/ops.cpp",
-     "in[1].accumulate_grad(sum_to_shape(-g * x / (y * y), in[1].shape()));",
-     "in[1].accumulate_grad(sum_to_shape(-g * x / y, in[1].shape()));"),
+     "if (n.needs_grad(1)) d[1] = -g * (n.input(0) / y) / y;",
+     "if (n.needs_grad(1)) d[1] = -g * (n.input(0) / y);"),
     ("tanh: gradient 5% too large", "core/ops.cpp",
-     "in[0].accumulate_grad(Array(g * (1.0f - y * y)));",
-     "in[0].accumulate_grad(Array(g * (1.0f - y * y) * 1.05f));"),
+     "d[0] = g * (1.0f - y * y);",
+     "d[0] = g * (1.0f - y * y) * 1.05f;"),
     ("softmax: backward leaves out sum(g * y)", "core/ops.cpp",
-     "in[0].accumulate_grad(Array(y * (g - gy)));",
-     "in[0].accumulate_grad(Array(y * g));"),
-    ("linear: bias gradient leaves out the last row", "core/ops.cpp",
-     "for (std::size_t r = 0; r < rows; ++r)\n                      for (std::size_t o = 0; o < out_f; ++o) gb",
-     "for (std::size_t r = 0; r + 1 < rows; ++r)\n                      for (std::size_t o = 0; o < out_f; ++o) gb"),
+     "d[0] = y * (g - gy);",
+     "d[0] = y * g;"),
+    ("linear: dx multiplies by the weight read as [in, out]", "core/ops.cpp",
+     "gemm(false, false, rows, in, out_f, g.data(), n.input(1).data(), gx.data());",
+     "gemm(false, true, rows, in, out_f, g.data(), n.input(1).data(), gx.data());"),
     ("index_select: a repeated row overwrites instead of adding", "core/ops.cpp",
      "gi.data()[index(i) * row + c] += g.data()[i * row + c];",
      "gi.data()[index(i) * row + c] = g.data()[i * row + c];"),
     ("mean over a dim divides by all elements (forward)", "core/ops.cpp",
      "return mul(sum(a, dim, keepdim), 1.0f / static_cast<float>(a.shape()[ax]));",
      "return mul(sum(a, dim, keepdim), 1.0f / static_cast<float>(a.numel()));"),
-    ("mul: says its backward reads nothing (no version check)", "core/ops.cpp",
-     'return record("mul", a.value() * b.value(), {a, b}, Reads::inputs({0, 1}),',
-     'return record("mul", a.value() * b.value(), {a, b}, Reads::nothing(),'),
+    ("mul: d/da reads b without the version check", "core/ops.cpp",
+     "if (n.needs_grad(0)) d[0] = g * n.input(1);",
+     "if (n.needs_grad(0)) d[0] = g * n.inputs[1].tensor.value();"),
     ("EmbeddingBag mean: divides by the bag's length with padding", "nn/embedding.cpp",
      "p.coef[k] = 1.0f / static_cast<float>(count);",
      "p.coef[k] = 1.0f / static_cast<float>(starts[b + 1] - starts[b]);"),
     ("backward: no version check of outputs that backward reads (exp, tanh, ...)", "core/tape.cpp",
-     "    if (n.reads_output)\n",
-     "    if (false)\n"),
+     "if (out->version != output_version)",
+     "if (false)"),
+    ("backward: no version check of inputs that backward reads", "core/tape.cpp",
+     "if (in.tensor.version() != in.version)",
+     "if (false)"),
+    ("backward: a graph released by an earlier backward() is walked again", "core/tape.cpp",
+     "if (n->released)",
+     "if (false)"),
+    ("un-broadcast: only the leading dims are summed, not the dims of size 1", "core/ops.cpp",
+     "if (i < lead || (shape[i - lead] == 1 && grad.shape()[i] != 1)) axes.push_back(i);",
+     "if (i < lead) axes.push_back(i);"),
+    ("div_scalar: gradient g * s instead of g / s", "core/ops.cpp",
+     "d[0] = g / s;",
+     "d[0] = g * s;"),
 ]
 
 

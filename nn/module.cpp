@@ -54,9 +54,10 @@ std::vector<std::pair<std::string, Tensor>> Module::all_named_parameters() const
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& [name, t] : all_named_parameters()) {
+  for (auto& named : all_named_parameters()) {  // not [name, t]: clang 14 cannot capture a binding
+    const Tensor& t = named.second;
     const bool seen = std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.second.is_same(t); });
-    if (!seen) out.emplace_back(std::move(name), std::move(t));
+    if (!seen) out.push_back(std::move(named));
   }
   return out;
 }
