@@ -634,15 +634,25 @@ Expect predict_same(const Shapes& s, const Params&) {
 void draw_matmul(Program& pr, Call& c) {
   const int a = pr.pick();
   const Shape& s = pr.shape(a);
-  const std::size_t k = s.empty() ? 1 : s.back();
-  c.in = {a, pr.pick_or_fit({k, 1 + pr.in().byte() % 3u})};
+  const std::size_t k = s.empty() ? 1 : s.back(), m = 1 + pr.in().byte() % 3u;
+  // b is [k, m], or [2, k, m] / [1, k, m] for a batch of matrices beside a's.
+  const uint8_t batched = pr.in().byte() % 4u;
+  c.in = {a, pr.pick_or_fit(batched == 0 ? Shape{2, k, m} : batched == 1 ? Shape{1, k, m} : Shape{k, m})};
+}
+
+// Batch dims: all but the last two.
+Shape batch_of(const Shape& s) {
+  return Shape(s.begin(), s.end() - 2);
 }
 
 Expect predict_matmul(const Shapes& s, const Params&) {
   const Shape &a = s[0], &b = s[1];
-  if ((a.size() != 2 && a.size() != 3) || b.size() != 2 || a.back() != b[0]) return fails_shape();
-  Shape out = a;
-  out.back() = b[1];
+  if (a.size() < 2 || b.size() < 2 || a.back() != b[b.size() - 2]) return fails_shape();
+  const auto batch = broadcast(batch_of(a), batch_of(b));
+  if (!batch) return fails_shape();
+  Shape out = *batch;
+  out.push_back(a[a.size() - 2]);
+  out.push_back(b.back());
   return gives(out);
 }
 
@@ -651,15 +661,23 @@ std::size_t leading(const Shape& s) {
   return numel(Shape(s.begin(), s.end() - 1));
 }
 
+// One [n, k] x [k, m] product per matrix of the broadcast batch.
 Val ref_matmul(const Vals& x, const Params&, Check&, const Val*) {
   const Val &a = *x[0], &b = *x[1];
-  const std::size_t k = b.shape[0], m = b.shape[1], rows = leading(a.shape);
-  Shape out = a.shape;
-  out.back() = m;
+  const std::size_t n = a.shape[a.shape.size() - 2], k = a.shape.back(), m = b.shape.back();
+  const Shape batch = *broadcast(batch_of(a.shape), batch_of(b.shape));
+  Shape out = batch;
+  out.push_back(n);
+  out.push_back(m);
   Val r = zeros(out);
-  for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t j = 0; j < m; ++j)
-      for (std::size_t l = 0; l < k; ++l) r.v[i * m + j] += a.v[i * k + l] * b.v[l * m + j];
+  for (std::size_t t = 0; t < numel(batch); ++t) {
+    const double* pa = a.v.data() + source(t, batch, batch_of(a.shape)) * n * k;
+    const double* pb = b.v.data() + source(t, batch, batch_of(b.shape)) * k * m;
+    double* pr = r.v.data() + t * n * m;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < m; ++j)
+        for (std::size_t l = 0; l < k; ++l) pr[i * m + j] += pa[i * k + l] * pb[l * m + j];
+  }
   return r;
 }
 
