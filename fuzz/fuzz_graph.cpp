@@ -2016,9 +2016,14 @@ void Program::write() {
   for (std::size_t k = 0; k < src.size(); ++k) src.data()[k] = leaf_value(in_.byte(), k);
   const Array before = t.value();
   const uint64_t version = t.version();
+  // The result of an op that PyTorch answers with a view is a copy here, and
+  // refuses every write (after copy_'s own checks of requires_grad and shape).
+  static const std::set<std::string> views = {"reshape", "transpose", "permute", "flatten", "narrow"};
+  const bool view = E.step >= 0 && views.count(steps_[E.step].op->name) > 0;
+  const uint8_t element = in_.byte();
   std::string what;
   Got got = Got::ok;
-  Got want = Got::ok;
+  Got want = view ? Got::logic_error : Got::ok;
   switch (kind) {
     case 0: {
       tg::NoGradGuard guard;
@@ -2035,12 +2040,14 @@ void Program::write() {
       want = Got::invalid_argument;
       break;
     }
-    case 3: t.value_mut() = src; break;
-    case 4: src = t.value_mut(); break;  // touched, not changed: still counts as a write
+    case 3: got = attempt([&] { t.value_mut() = src; }, what); break;
+    case 4: got = attempt([&] { src = t.value_mut(); }, what); break;  // touched, not changed: still a write
     case 5:
-      if (t.numel() > 0) t.value_mut().data()[in_.byte() % t.numel()] += 0.5f;
-      src = t.value();
-      if (t.numel() == 0) t.value_mut();
+      got = attempt([&] {
+        if (t.numel() > 0) t.value_mut().data()[element % t.numel()] += 0.5f;
+        src = t.value();
+        if (t.numel() == 0) t.value_mut();
+      }, what);
       break;
   }
   ++stats.writes;
@@ -2049,8 +2056,11 @@ void Program::write() {
   FUZZ_EXPECT(got == want, std::string("write of kind ") + std::to_string(kind) + ": expected " + got_str(want) +
                                ", got " + got_str(got) + " " + what);
   if (got != Got::ok) {
-    FUZZ_EXPECT(what.find("copy_") != std::string::npos, "a refused copy_ does not say so: " + what);
-    FUZZ_EXPECT(t.version() == version && same(t.value(), before), "a refused copy_ changed the tensor");
+    FUZZ_EXPECT(what.find("copy_") != std::string::npos, "a refused write does not say so: " + what);
+    if (view && want == Got::logic_error && !(kind == 1 && t.requires_grad()))
+      FUZZ_EXPECT(what.find(std::string("the result of ") + steps_[E.step].op->name) != std::string::npos,
+                  "a refused write into a view's copy does not name the op: " + what);
+    FUZZ_EXPECT(t.version() == version && same(t.value(), before), "a refused write changed the tensor");
     return;
   }
   FUZZ_EXPECT(t.version() == version + 1, "an in-place write did not bump the version by one");
