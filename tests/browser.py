@@ -4,10 +4,11 @@
     browser.py CHROMIUM < loads.json > results.json
 
 loads.json is a list of loads; each opens a fresh tab at `url`, waits for the
-load event, reports the value of `expr` (a JavaScript expression), then for
-each of `actions` presses a key or clicks the middle of an element (a CSS
-selector) with the mouse and reports `expr` again, and last saves a PNG of
-the viewport (of the whole page with "full_page": true) to `screenshot`:
+load event, reports the value of `expr` (a JavaScript expression), saves a PNG
+of the viewport (of the whole page with "full_page": true) to `screenshot`,
+so the picture is of the page as loaded, then for each of `actions` presses a
+key or clicks the middle of an element (a CSS selector) with the mouse and
+reports `expr` again:
 
     [{"url": "file:///tmp/p.html#step=3", "expr": "document.title",
       "actions": [{"key": "ArrowRight"}, {"click": "#next"}], "screenshot": "/tmp/step3.png"}]
@@ -144,6 +145,15 @@ class Browser:
             raise RuntimeError("loading %s: %s" % (spec["url"], nav["errorText"]))
         self.wait_event(session, "Page.loadEventFired")
         result = {"value": self.evaluate(session, spec["expr"]), "after_keys": []}
+        if spec.get("screenshot"):
+            shot = {"format": "png"}
+            if spec.get("full_page"):  # the whole document, not only the viewport
+                size = self.send("Page.getLayoutMetrics", {}, session)["cssContentSize"]
+                shot.update(captureBeyondViewport=True,
+                            clip=dict(x=0, y=0, width=size["width"], height=size["height"], scale=1))
+            png = self.send("Page.captureScreenshot", shot, session)["data"]
+            with open(spec["screenshot"], "wb") as f:
+                f.write(base64.b64decode(png))
         for action in spec.get("actions", []):
             if "key" in action:
                 key = action["key"]
@@ -159,15 +169,6 @@ class Browser:
                     self.send("Input.dispatchMouseEvent",
                               {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}, session)
             result["after_keys"].append(self.evaluate(session, spec["expr"]))
-        if spec.get("screenshot"):
-            shot = {"format": "png"}
-            if spec.get("full_page"):  # the whole document, not only the viewport
-                size = self.send("Page.getLayoutMetrics", {}, session)["cssContentSize"]
-                shot.update(captureBeyondViewport=True,
-                            clip=dict(x=0, y=0, width=size["width"], height=size["height"], scale=1))
-            png = self.send("Page.captureScreenshot", shot, session)["data"]
-            with open(spec["screenshot"], "wb") as f:
-                f.write(base64.b64decode(png))
         self.send("Runtime.evaluate", {"expression": "0"}, session)  # lets pending events arrive
         result["errors"], result["requests"] = [], []
         page = spec["url"].split("#")[0]
