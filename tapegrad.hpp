@@ -12,6 +12,7 @@
 #include "core/grad.hpp"
 #include "core/gradcheck.hpp"
 #include "core/ops.hpp"
+#include "core/parallel.hpp"
 #include "core/sparse_rows.hpp"
 #include "core/table_memory.hpp"
 #include "core/tape.hpp"

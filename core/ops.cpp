@@ -18,6 +18,7 @@
 #include "dispatch.hpp"
 #include "factories.hpp"
 #include "fast_math.hpp"
+#include "parallel.hpp"
 #include "table_memory.hpp"
 #include "tape.hpp"
 
@@ -159,6 +160,7 @@ static std::size_t leading_rows(const Shape& s) {
 static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* A,
                  const float* B, float* C, bool accumulate = false) {
   if (m == 0 || n == 0) return;
+  get_num_threads();  // the first call gives OpenBLAS tapegrad's thread count (core/parallel.hpp)
   if (k == 0) {  // an empty sum: BLAS would reject the zero leading dimension
     if (!accumulate) std::fill(C, C + m * n, 0.0f);
     return;

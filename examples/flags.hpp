@@ -41,3 +41,17 @@ class Flags {
  private:
   std::map<std::string, std::string> values_;
 };
+
+// --threads N: tapegrad's loops and OpenBLAS use N threads (core/parallel.hpp).
+// 0, the examples' default, means TAPEGRAD_NUM_THREADS where it is set, else
+// every core: the embedding path gives the same bits on any number of threads,
+// and a program run by hand should use the machine.
+#include <cstdlib>
+#include <thread>
+
+#include <tapegrad/tapegrad.hpp>
+
+inline void use_threads(std::size_t n) {
+  if (n == 0 && std::getenv("TAPEGRAD_NUM_THREADS") != nullptr) return;  // the library has read it
+  tg::set_num_threads(n > 0 ? n : std::max(1u, std::thread::hardware_concurrency()));
+}

@@ -11,6 +11,7 @@
 
 #include "../core/dispatch.hpp"
 #include "../core/ops.hpp"
+#include "../core/parallel.hpp"
 #include "../core/table_memory.hpp"
 #include "../core/tape.hpp"
 #include "init.hpp"
@@ -160,40 +161,55 @@ std::vector<std::size_t> entries_by_row(const Plan& p) {
   return order;
 }
 
-// Then each entry, in that order, writes or adds its share into its row's slot.
+// Then each entry, in that order, writes or adds its share into its row's
+// slot: out row i gets the entries order[group[i]] to order[group[i + 1] - 1].
 // Also compiled for AVX2 (core/dispatch.hpp): the same bits.
-TG_ALSO_FOR_AVX2 void add_shares(const Plan& p, const std::vector<std::size_t>& order, const float* g,
-                                 const std::vector<std::size_t>* argmax, SparseRows& out) {
-  for (std::size_t k : order) {
-    const bool first = out.rows.empty() || out.rows.back() != p.index[k];
-    if (first) out.rows.push_back(p.index[k]);
-    float* dst = out.values.data() + (out.rows.size() - 1) * p.dim;
-    const float* src = g + p.bag_of[k] * p.dim;
-    if (argmax) {
-      const std::size_t* won = argmax->data() + p.bag_of[k] * p.dim;
-      for (std::size_t c = 0; c < p.dim; ++c) {
-        const float share = won[c] == k ? src[c] : 0.0f;
-        dst[c] = first ? share : dst[c] + share;
+TG_ALSO_FOR_AVX2 void add_shares(const Plan& p, const std::vector<std::size_t>& order,
+                                 const std::vector<std::size_t>& group, std::size_t lo, std::size_t hi,
+                                 const float* g, const std::vector<std::size_t>* argmax, SparseRows& out) {
+  for (std::size_t i = lo; i < hi; ++i) {
+    out.rows[i] = p.index[order[group[i]]];
+    float* dst = out.values.data() + i * p.dim;
+    for (std::size_t j = group[i]; j < group[i + 1]; ++j) {
+      const std::size_t k = order[j];
+      const bool first = j == group[i];
+      const float* src = g + p.bag_of[k] * p.dim;
+      if (argmax) {
+        const std::size_t* won = argmax->data() + p.bag_of[k] * p.dim;
+        for (std::size_t c = 0; c < p.dim; ++c) {
+          const float share = won[c] == k ? src[c] : 0.0f;
+          dst[c] = first ? share : dst[c] + share;
+        }
+      } else if (first) {
+        for (std::size_t c = 0; c < p.dim; ++c) dst[c] = p.coef[k] * src[c];
+      } else {
+        for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * src[c];
       }
-    } else if (first) {
-      for (std::size_t c = 0; c < p.dim; ++c) dst[c] = p.coef[k] * src[c];
-    } else {
-      for (std::size_t c = 0; c < p.dim; ++c) dst[c] += p.coef[k] * src[c];
     }
   }
 }
 
+// Rows (or bags) per chunk of a parallel loop that does `work` multiply-adds
+// over `n` of them: about 16k each, so that a chunk outweighs waking a thread.
+std::size_t grain(std::size_t n, std::size_t work) {
+  return std::max<std::size_t>(1, n * (std::size_t{1} << 14) / std::max<std::size_t>(work, 1));
+}
+
 // The weight's gradient from d(loss)/d(output) g. argmax (max mode) says, for
-// each output element, which entry it came from.
+// each output element, which entry it came from. Each row's slot is filled by
+// its own entries alone, so the rows are split across threads (core/parallel.hpp).
 SparseRows row_grads(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax) {
   if (plain_row_grads) return row_grads_plain(p, g.data(), argmax);
   const std::vector<std::size_t> order = entries_by_row(p);
-  std::size_t unique = 0;
+  std::vector<std::size_t> group;  // where each row's entries start in order, then order.size()
   for (std::size_t i = 0; i < order.size(); ++i)
-    unique += i == 0 || p.index[order[i]] != p.index[order[i - 1]];
-  SparseRows out{{}, xt::empty<float>({unique, p.dim}), p.num_rows};
-  out.rows.reserve(unique);
-  add_shares(p, order, g.data(), argmax, out);
+    if (i == 0 || p.index[order[i]] != p.index[order[i - 1]]) group.push_back(i);
+  const std::size_t unique = group.size();
+  group.push_back(order.size());
+  SparseRows out{std::vector<int64_t>(unique), xt::empty<float>({unique, p.dim}), p.num_rows};
+  parallel_for(unique, grain(unique, order.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
+    add_shares(p, order, group, lo, hi, g.data(), argmax, out);
+  });
   return out;
 }
 
@@ -336,10 +352,11 @@ Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts
 // the hardware prefetcher cannot guess the next one: each row is requested 8
 // entries before it is read, or every read would wait for memory.
 // Also compiled for AVX2 (core/dispatch.hpp): the same bits.
-TG_ALSO_FOR_AVX2 void add_bag_rows(const Plan& p, const float* weight, float* out) {
+TG_ALSO_FOR_AVX2 void add_bag_rows(const Plan& p, std::size_t begin, std::size_t end, const float* weight,
+                                   float* out) {
   constexpr std::size_t ahead = 8;
-  for (std::size_t k = 0; k < p.index.size(); ++k) {
-    if (k + ahead < p.index.size()) prefetch_row(weight + p.index[k + ahead] * p.dim, p.dim);
+  for (std::size_t k = begin; k < end; ++k) {
+    if (k + ahead < end) prefetch_row(weight + p.index[k + ahead] * p.dim, p.dim);
     if (p.bag_of[k] == skip) continue;
     const float* row = weight + p.index[k] * p.dim;
     float* dst = out + p.bag_of[k] * p.dim;
@@ -347,9 +364,14 @@ TG_ALSO_FOR_AVX2 void add_bag_rows(const Plan& p, const float* weight, float* ou
   }
 }
 
-Array bag_sum(const Plan& p, const Array& weight, std::size_t bags) {
+// Bag b sums entries starts[b] to starts[b + 1] - 1 into its own output row:
+// the bags are split across threads (core/parallel.hpp).
+Array bag_sum(const Plan& p, const std::vector<std::size_t>& starts, const Array& weight) {
+  const std::size_t bags = starts.size() - 1;
   Array out = xt::zeros<float>({bags, p.dim});
-  add_bag_rows(p, weight.data(), out.data());
+  parallel_for(bags, grain(bags, p.index.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
+    add_bag_rows(p, starts[lo], starts[hi], weight.data(), out.data());
+  });
   return out;
 }
 
@@ -472,7 +494,7 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
       bag_plan(std::move(index), starts, per_sample_weights, options_, num_embeddings(), embedding_dim());
   const bool max_mode = options_.mode == EmbeddingBagMode::max;
   std::vector<std::size_t> argmax;
-  Array out = max_mode ? bag_max(p, weight.value(), bags, argmax) : bag_sum(p, weight.value(), bags);
+  Array out = max_mode ? bag_max(p, weight.value(), bags, argmax) : bag_sum(p, starts, weight.value());
 
   std::vector<Tensor> inputs{weight};
   if (per_sample_weights) inputs.push_back(*per_sample_weights);

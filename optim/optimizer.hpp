@@ -68,6 +68,7 @@
 // some state before it does, and its state_dict() does not check).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -85,6 +86,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "../core/grad.hpp"
+#include "../core/parallel.hpp"
 #include "../core/table_memory.hpp"
 #include "../core/tensor.hpp"
 #include "../nn/module.hpp"
@@ -220,8 +222,10 @@ class Optimizer {
   static std::size_t num_rows(const Shape& shape);
   static std::size_t row_size(const Shape& shape);
 
-  // Calls update(r, g) for every row r the gradient covers, in increasing order;
-  // g points at that row's `cols` gradient values. The gradient has passed check_step().
+  // Calls update(r, g) for every row r the gradient covers; g points at that
+  // row's `cols` gradient values. The gradient has passed check_step(). Rows
+  // are independent (a sparse gradient's rows are unique), so they are split
+  // across threads (core/parallel.hpp): update may run on several rows at once.
   // `touched` are the [rows, cols] arrays the update reads and writes (values,
   // moments; null entries are skipped). A sparse gradient's rows are scattered
   // over a table that can be far larger than the caches, so their rows in these
@@ -229,20 +233,25 @@ class Optimizer {
   template <std::size_t N, class Update>
   static void for_each_row(const Grad& grad, std::size_t rows, std::size_t cols,
                            const std::array<float*, N>& touched, Update update) {
+    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(cols, 1));
     if (grad.is_dense()) {
       const float* g = grad.dense().data();
-      for (std::size_t r = 0; r < rows; ++r) update(r, g + r * cols);
+      parallel_for(rows, grain, [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t r = lo; r < hi; ++r) update(r, g + r * cols);
+      });
     } else if (grad.is_sparse()) {
       const SparseRows& s = grad.sparse();
-      constexpr std::size_t ahead = 4;
-      for (std::size_t i = 0; i < s.rows.size(); ++i) {
-        if (i + ahead < s.rows.size()) {
-          const std::size_t next = static_cast<std::size_t>(s.rows[i + ahead]);
-          for (const float* a : touched)
-            if (a != nullptr) prefetch_row(a + next * cols, cols);
+      parallel_for(s.rows.size(), grain, [&](std::size_t lo, std::size_t hi) {
+        constexpr std::size_t ahead = 4;
+        for (std::size_t i = lo; i < hi; ++i) {
+          if (i + ahead < hi) {
+            const std::size_t next = static_cast<std::size_t>(s.rows[i + ahead]);
+            for (const float* a : touched)
+              if (a != nullptr) prefetch_row(a + next * cols, cols);
+          }
+          update(static_cast<std::size_t>(s.rows[i]), s.values.data() + i * cols);
         }
-        update(static_cast<std::size_t>(s.rows[i]), s.values.data() + i * cols);
-      }
+      });
     }
   }
 

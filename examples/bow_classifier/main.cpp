@@ -19,6 +19,7 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "../flags.hpp"
 #include "model.hpp"
 #include "report.hpp"
 
@@ -40,6 +41,8 @@ options:
   --epochs N         passes over the training set (default 3)
   --lr X             learning rate (default 0.1 for sgd, 0.01 for adam)
   --seed N           initial weights, split and batch order (default 0)
+  --threads N        threads for the training loops and OpenBLAS (default: TAPEGRAD_NUM_THREADS,
+                     else every core); the embedding path's results do not depend on it
   --min-df N         keep tokens found in at least N training documents (default 2)
   --max-vocab N      keep at most N tokens, most frequent first (default 0: no limit)
   --values V         binary | counts | tfidf: the value of each word in a row (default binary:
@@ -62,7 +65,7 @@ struct Options {
   std::string command = "train";
   std::string data = BOW_DEFAULT_DATA;
   std::string mode = "both", optim = "adam", values = "binary";
-  std::size_t dim = 64, batch = 32, epochs = 3, max_vocab = 0;
+  std::size_t dim = 64, batch = 32, epochs = 3, max_vocab = 0, threads = 0;
   int64_t min_df = 2;
   double lr = -1, test_fraction = 0.2;
   uint64_t seed = 0;
@@ -126,6 +129,8 @@ Options parse(int argc, char** argv) {
       o.test_fraction = number(a);
     else if (a == "--seed")
       o.seed = count(a);
+    else if (a == "--threads")
+      o.threads = count(a);
     else if (a == "--test")
       o.test = value(a);
     else if (a == "--save")
@@ -600,6 +605,7 @@ int train(Options o) {
 int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
+    use_threads(o.threads);
     return o.command == "predict" ? predict(o) : train(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bow_classifier: %s\n", e.what());

@@ -1,0 +1,228 @@
+// Threads inside tapegrad's loops (core/parallel.hpp): the loop helper itself,
+// and the promise that a result has the same bits whatever the thread count.
+// Part of the `threads` suite, which CI also runs under ThreadSanitizer.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <tapegrad/tapegrad.hpp>
+
+#include "helpers.hpp"
+
+using tg::Array;
+using tg::Tensor;
+
+namespace {
+
+// Sets the thread count for one test and puts back the one before.
+struct Threads {
+  std::size_t before = tg::get_num_threads();
+  explicit Threads(std::size_t n) { tg::set_num_threads(n); }
+  ~Threads() { tg::set_num_threads(before); }
+};
+
+bool same_bits(const Array& a, const Array& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Everything a run produced that must not depend on the thread count.
+struct Outcome {
+  std::vector<float> losses;
+  std::vector<Array> params, grads;
+};
+
+// A bag-of-words model trained a few steps: EmbeddingBag (`mode`, sparse rows)
+// -> tanh -> Linear, and on the side an Embedding with a dense gradient, large
+// enough for the optimizer to split its rows. Big enough that every loop that
+// can split does (checked by the caller through detail::split_loops()). The
+// head's products are too small for OpenBLAS to split (see the next test).
+Outcome train(tg::nn::EmbeddingBagMode mode, bool adam, bool per_sample_weights) {
+  tg::Generator gen(7);
+  tg::nn::EmbeddingBagOptions o;
+  o.mode = mode;
+  o.sparse = true;
+  tg::nn::EmbeddingBag bag(5000, 64, o, gen);
+  tg::nn::EmbeddingOptions dense;
+  dense.sparse = false;  // a dense [5000, 64] gradient
+  tg::nn::Embedding side(5000, 64, dense, gen);
+  tg::nn::Linear head(64, 3, true, gen);
+  std::vector<Tensor> params{bag.weight, head.weight, *head.bias, side.weight};
+  std::unique_ptr<tg::optim::Optimizer> opt;
+  if (adam)
+    opt = std::make_unique<tg::optim::Adam>(params, tg::optim::AdamOptions{.lr = 0.01, .weight_decay = 0.01});
+  else
+    opt = std::make_unique<tg::optim::SGD>(params, tg::optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  Outcome out;
+  for (int step = 0; step < 4; ++step) {
+    tg::CsrBatch batch;  // indptr starts {0}; 32 documents of 40 to 160 ids, repeats included
+    for (int d = 0; d < 32; ++d) {
+      const int64_t len = 40 + static_cast<int64_t>(gen() % 121);
+      for (int64_t k = 0; k < len; ++k) {
+        batch.indices.push_back(static_cast<int64_t>(gen() % 1500) * (1 + d % 3));
+        if (per_sample_weights) batch.values.push_back(static_cast<float>(gen() % 100) / 50.0f);
+      }
+      batch.indptr.push_back(static_cast<int64_t>(batch.indices.size()));
+    }
+    batch.num_cols = 5000;
+    tg::Indices ids = xt::zeros<int64_t>({32});
+    for (std::size_t i = 0; i < 32; ++i) ids(i) = static_cast<int64_t>(gen() % 5000);
+    tg::Indices y = xt::zeros<int64_t>({32});
+    for (std::size_t i = 0; i < 32; ++i) y(i) = static_cast<int64_t>(gen() % 3);
+    Tensor loss = tg::cross_entropy(head(tg::tanh(bag.forward(batch) + side(ids))), y);
+    opt->zero_grad();
+    loss.backward();
+    for (const Tensor& p : params) out.grads.push_back(p.grad().to_dense(p.shape()));
+    opt->step();
+    out.losses.push_back(loss.item());
+  }
+  for (const Tensor& p : params) out.params.push_back(p.value());
+  return out;
+}
+
+void check_same(const Outcome& a, const Outcome& b) {
+  CHECK(a.losses == b.losses);
+  REQUIRE(a.grads.size() == b.grads.size());
+  for (std::size_t i = 0; i < a.grads.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bits(a.grads[i], b.grads[i]));
+  }
+  REQUIRE(a.params.size() == b.params.size());
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bits(a.params[i], b.params[i]));
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("threads") {
+  TEST_CASE("parallel_for covers the range once, in contiguous chunks, on several threads") {
+    Threads threads(3);
+    CHECK(tg::get_num_threads() == 3);
+    for (std::size_t n : {0, 1, 2, 5, 99, 1000}) {
+      for (std::size_t grain : {0, 1, 7, 400}) {
+        CAPTURE(n);
+        CAPTURE(grain);
+        std::vector<std::atomic<int>> hits(n);
+        std::mutex m;
+        std::vector<std::pair<std::size_t, std::size_t>> chunks;
+        std::set<std::thread::id> ids;
+        tg::parallel_for(n, grain, [&](std::size_t lo, std::size_t hi) {
+          for (std::size_t i = lo; i < hi; ++i) hits[i]++;
+          std::lock_guard lock(m);
+          chunks.emplace_back(lo, hi);
+          ids.insert(std::this_thread::get_id());
+        });
+        for (std::size_t i = 0; i < n; ++i) CHECK(hits[i] == 1);
+        CHECK(chunks.size() <= 3);
+        CHECK(ids.size() == chunks.size());  // one chunk per thread
+        for (const auto& [lo, hi] : chunks) {
+          CHECK(lo < hi);
+          if (chunks.size() > 1) CHECK(hi - lo >= grain);
+        }
+        const std::size_t most = grain == 0 ? n : n / grain;
+        CHECK(chunks.size() == std::max<std::size_t>(std::min<std::size_t>(3, most), n == 0 ? 0 : 1));
+      }
+    }
+  }
+
+  TEST_CASE("parallel_for: an exception reaches the caller; a loop inside a loop runs on its own thread") {
+    Threads threads(2);
+    CHECK_THROWS_WITH_AS(tg::parallel_for(100, 1,
+                                          [](std::size_t lo, std::size_t) {
+                                            if (lo > 0) throw std::runtime_error("chunk from 50");
+                                          }),
+                         "chunk from 50", std::runtime_error);
+    // The pool still works after it.
+    std::atomic<std::size_t> sum{0}, inner_chunks{0};
+    tg::parallel_for(100, 1, [&](std::size_t lo, std::size_t hi) {
+      tg::parallel_for(10, 1, [&](std::size_t a, std::size_t b) {
+        inner_chunks++;
+        sum += (hi - lo) * (b - a);
+      });
+    });
+    CHECK(sum == 1000);
+    CHECK(inner_chunks == 2);  // one per outer chunk, not split again
+    CHECK_THROWS_WITH_AS(tg::parallel_for(100, 1, [](std::size_t, std::size_t) { tg::set_num_threads(1); }),
+                         "set_num_threads: called inside a parallel_for loop", std::logic_error);
+    CHECK(tg::get_num_threads() == 2);
+  }
+
+  TEST_CASE("set_num_threads refuses 0 and keeps the count") {
+    Threads threads(2);
+    CHECK_THROWS_WITH_AS(tg::set_num_threads(0),
+                         "set_num_threads: the number of threads must be at least 1, got 0", std::invalid_argument);
+    CHECK(tg::get_num_threads() == 2);
+  }
+
+  TEST_CASE("loops started from two threads at once: each finishes, one of them on its own thread") {
+    Threads threads(2);
+    std::atomic<std::size_t> total{0};
+    auto work = [&] {
+      for (int r = 0; r < 50; ++r)
+        tg::parallel_for(1000, 10, [&](std::size_t lo, std::size_t hi) { total += hi - lo; });
+    };
+    std::thread other(work);
+    work();
+    other.join();
+    CHECK(total == 2 * 50 * 1000);
+  }
+
+  TEST_CASE("training gives the same bits on 1, 2 and 3 threads") {
+    using Mode = tg::nn::EmbeddingBagMode;
+    struct Case {
+      Mode mode;
+      bool adam, weights;
+    };
+    for (const Case c : {Case{Mode::sum, true, false}, Case{Mode::sum, false, true}, Case{Mode::mean, true, false},
+                         Case{Mode::max, false, false}}) {
+      CAPTURE(static_cast<int>(c.mode));
+      CAPTURE(c.adam);
+      Outcome one, two, three;
+      {
+        Threads threads(1);
+        one = train(c.mode, c.adam, c.weights);
+      }
+      const std::size_t before = tg::detail::split_loops();
+      {
+        Threads threads(2);
+        two = train(c.mode, c.adam, c.weights);
+      }
+      // Each step splits the bag sums (not in max mode), the gradient rows,
+      // and the optimizer's sparse and large dense rows.
+      CHECK(tg::detail::split_loops() - before >= 4 * (c.mode == Mode::max ? 3 : 4));
+      {
+        Threads threads(3);
+        three = train(c.mode, c.adam, c.weights);
+      }
+      check_same(one, two);
+      check_same(one, three);
+    }
+  }
+
+  TEST_CASE("matrix products: the same bits run to run for a fixed thread count") {
+    // OpenBLAS splits a product by the thread count, so its bits may differ
+    // between counts; for one count they are the same every run.
+    for (std::size_t n : {1, 2}) {
+      CAPTURE(n);
+      Threads threads(n);
+      std::vector<Array> runs;
+      for (int run = 0; run < 2; ++run) {
+        tg::Generator gen(3);
+        tg::nn::Linear wide(3000, 64, true, gen);
+        Tensor x = tg::randn({32, 3000}, gen);
+        tg::sum(tg::tanh(wide(x))).backward();
+        runs.push_back(wide.weight.grad().dense());
+        runs.push_back(wide(x).value());
+      }
+      CHECK(same_bits(runs[0], runs[2]));
+      CHECK(same_bits(runs[1], runs[3]));
+    }
+  }
+}
