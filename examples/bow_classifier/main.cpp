@@ -182,9 +182,23 @@ struct Featurizer {
   }
 };
 
-Docs encode_all(const std::vector<std::string>& texts, const tg::data::Vocabulary& vocab) {
-  Docs docs;
-  for (const std::string& t : texts) docs.push_back(vocab.encode(tg::data::tokenize(t)));
+using Tokens = std::vector<std::vector<std::string>>;
+
+// Documents are independent: they are tokenized and encoded on every thread
+// (tg::parallel_for), each into its own slot, so the result is the same.
+Tokens tokenize_all(const std::vector<std::string>& texts) {
+  Tokens tokens(texts.size());
+  tg::parallel_for(texts.size(), 16, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) tokens[i] = tg::data::tokenize(texts[i]);
+  });
+  return tokens;
+}
+
+Docs encode_all(const Tokens& tokens, const tg::data::Vocabulary& vocab) {
+  Docs docs(tokens.size());
+  tg::parallel_for(tokens.size(), 16, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) docs[i] = vocab.encode(tokens[i]);
+  });
   return docs;
 }
 
@@ -396,7 +410,7 @@ int predict(const Options& o) {
   if (texts.empty())
     for (std::string line; std::getline(std::cin, line);) texts.push_back(line);
   tg::NoGradGuard no_grad;
-  const Docs docs = encode_all(texts, m.vocab);
+  const Docs docs = encode_all(tokenize_all(texts), m.vocab);
   Tensor probs = tg::softmax(model->forward(f.rows(docs)), 1);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const int64_t best = argmax_row(probs.value(), i);
@@ -458,21 +472,23 @@ int train(Options o) {
 
   tg::Generator gen(static_cast<tg::Generator::result_type>(o.seed));
   tg::data::Vocabulary vocab;
+  Tokens tokens = tokenize_all(corpus.texts);
   if (loaded) {
     if (loaded->labels != corpus.label_names)
       throw std::runtime_error(o.load + ": saved labels differ from those in " + o.data);
     vocab = loaded->vocab;
   } else {
-    std::vector<std::vector<std::string>> train_tokens;
-    for (int64_t i : split.train) train_tokens.push_back(tg::data::tokenize(corpus.texts[i]));
+    Tokens train_tokens;  // lent by `tokens` for the build, then given back
+    for (int64_t i : split.train) train_tokens.push_back(std::move(tokens[i]));
     tg::data::VocabularyOptions vo;
     vo.min_df = o.min_df;
     vo.max_size = static_cast<int64_t>(o.max_vocab);
     vo.unknown = tg::data::UnknownPolicy::drop;  // unseen words carry nothing a bag could use
     vocab = tg::data::Vocabulary::build(train_tokens, vo);
+    for (std::size_t k = 0; k < split.train.size(); ++k) tokens[split.train[k]] = std::move(train_tokens[k]);
   }
   if (vocab.size() == 0) throw std::runtime_error("the vocabulary is empty: lower --min-df");
-  const Docs docs = encode_all(corpus.texts, vocab);
+  const Docs docs = encode_all(tokens, vocab);
 
   Featurizer f{vocab.size(), loaded ? loaded->values : o.values, {}};
   if (loaded)
