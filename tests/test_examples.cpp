@@ -596,6 +596,17 @@ TEST_SUITE("examples") {
     CHECK(loss200 < loss100);
   }
 
+  TEST_CASE("the README's threads program learns, and ends with the same table on one thread and on every core") {
+    auto r = run_command(tg::test::example_path("readme_threads"));
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("the same embedding table after both runs: true\n") != std::string::npos);
+    const std::string one = line_after(r.output, "on 1 thread:");
+    REQUIRE(one.find("last loss ") != std::string::npos);
+    const float loss = std::stof(one.substr(one.find("last loss ") + 10));
+    CHECK(loss < 0.01f);  // the classes are told apart: ln 2 = 0.69 at chance
+  }
+
   TEST_CASE("the digits and names outputs that README.md and docs/examples.md show are what the programs print") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     MESSAGE("sanitizer build: the outputs are pasted from, and checked against, the release build");
