@@ -44,7 +44,7 @@ struct TinyGPT : nn::Module {
 void load(nn::Module& model, const J& c) {
   std::vector<std::string> ours, theirs;
   for (const auto& [n, t] : model.named_parameters()) ours.push_back(n);
-  nn::StateDict state;
+  tg::StateDict state;
   for (const auto& p : c.at("state_dict")) {
     theirs.push_back(p[0].get<std::string>());
     state[p[0].get<std::string>()] = tg::test::to_array(p[1]);

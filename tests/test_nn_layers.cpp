@@ -58,7 +58,7 @@ TEST_SUITE("nn.layers") {
       std::vector<std::string> ours;
       for (const auto& [n, t] : model.named_parameters()) ours.push_back(n);
       CHECK(ours == names_of(c.at("state_dict")));
-      nn::StateDict state;
+      tg::StateDict state;
       for (const auto& p : c.at("state_dict")) state[p[0].get<std::string>()] = tg::test::to_array(p[1]);
       model.load_state_dict(state);  // PyTorch's own names load as they are
       model.eval();

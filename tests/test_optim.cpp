@@ -746,7 +746,7 @@ TEST_SUITE("optim") {
         opt->step();
       }
       // The state, entry by entry, against torch's optimizer.state_dict().
-      const StateDict state = opt->state_dict();
+      const optim::StateDict state = opt->state_dict();
       CHECK(state.metadata.at("type") == (c["optimizer"] == "SparseAdam" ? "Adam" : c["optimizer"]));
       std::size_t compared = 0;
       for (std::size_t i = 0; i < params.size(); ++i) {
@@ -794,7 +794,7 @@ namespace {
 
 // Both optimizers hold the same state, entry by entry and bit by bit.
 void check_same_state(const Optimizer& a, const Optimizer& b) {
-  const StateDict x = a.state_dict(), y = b.state_dict();
+  const optim::StateDict x = a.state_dict(), y = b.state_dict();
   CHECK(x.metadata == y.metadata);
   REQUIRE(x.tensors.size() == y.tensors.size());
   for (const auto& [name, value] : x.tensors) {
@@ -901,7 +901,7 @@ TEST_SUITE("optim") {
         b({q}, {.lr = 0.5, .momentum = 0.5, .weight_decay = 0.5});
     set_grad(p, sparse_rows({1, 3}, xt::ones<float>({2, 2}), 4));
     a.step();
-    const StateDict s = a.state_dict();
+    const optim::StateDict s = a.state_dict();
     CHECK(s.tensors.at("state.0.row_seen") == Array{0, 1, 0, 1});
     b.load_state_dict(s);
     q.value_mut() = p.value();
@@ -934,24 +934,24 @@ TEST_SUITE("optim") {
 
   TEST_CASE("load_state_dict refuses a state that does not fit, naming the problem, and changes nothing") {
     AdamPair pair;
-    const StateDict good = pair.adam.state_dict();
+    const optim::StateDict good = pair.adam.state_dict();
     REQUIRE(good.tensors.count("state.0.max_exp_avg_sq"));
-    auto expect = [&](const StateDict& bad, const std::string& fragment) {
+    auto expect = [&](const optim::StateDict& bad, const std::string& fragment) {
       CAPTURE(fragment);
       CHECK_THROWS_WITH_AS(pair.adam.load_state_dict(bad), doctest::Contains(fragment.c_str()),
                            std::invalid_argument);
     };
     auto with_meta = [&](const std::string& key, const std::string& value) {
-      StateDict s = good;
+      optim::StateDict s = good;
       s.metadata[key] = value;
       return s;
     };
     auto without_tensor = [&](const std::string& key) {
-      StateDict s = good;
+      optim::StateDict s = good;
       s.tensors.erase(key);
       return s;
     };
-    StateDict wrong_shape = good, unknown = good, beyond = good;
+    optim::StateDict wrong_shape = good, unknown = good, beyond = good;
     wrong_shape.tensors["state.0.exp_avg"] = xt::zeros<float>({3, 2});
     unknown.tensors["state.0.momentum_buffer"] = xt::zeros<float>({2, 3});
     beyond.tensors["state.7.exp_avg"] = xt::zeros<float>({2});
@@ -990,12 +990,12 @@ TEST_SUITE("optim") {
     expect(unknown, "unexpected tensor 'state.0.momentum_buffer'");
     expect(beyond, "unexpected tensor 'state.7.exp_avg' for 2 parameters");
     {
-      StateDict no_step = good;
+      optim::StateDict no_step = good;
       no_step.metadata.erase("state.1.step");
       expect(no_step, "unexpected tensor 'state.1.exp_avg'");
     }
     // SGD's row flags must be 0 or 1, and there must be one per row.
-    StateDict flags = sgd.state_dict();
+    optim::StateDict flags = sgd.state_dict();
     flags.tensors["state.0.row_seen"] = Array{1, 0.5};
     CHECK_THROWS_WITH_AS(sgd.load_state_dict(flags),
                          doctest::Contains("'state.0.row_seen' holds 0.500000 at row 1"),
@@ -1011,7 +1011,7 @@ TEST_SUITE("optim") {
     CHECK_THROWS_WITH_AS(pair.adam.load(dir.file("sgd.safetensors")),
                          doctest::Contains((dir.file("sgd.safetensors") + ": Adam.load_state_dict").c_str()),
                          std::invalid_argument);
-    CHECK_THROWS_AS(pair.adam.load(dir.file("missing.safetensors")), nn::SafetensorsError);
+    CHECK_THROWS_AS(pair.adam.load(dir.file("missing.safetensors")), tg::SafetensorsError);
     pair.check_intact();
   }
 
@@ -1029,8 +1029,8 @@ TEST_SUITE("optim") {
       SGD opt({{.params = {a}, .lr = 0.2}, {.params = {b}}}, {.lr = 0.05});
       std::unique_ptr<LRScheduler> sched = make(opt);
       for (int i = 0; i < 4; ++i) sched->step();
-      const nn::Metadata state = sched->state_dict();
-      const StateDict opt_state = opt.state_dict();
+      const tg::Metadata state = sched->state_dict();
+      const optim::StateDict opt_state = opt.state_dict();
       CHECK(state.at("last_epoch") == "4");
 
       Tensor c = zeros({2}, true), d = zeros({2}, true);
@@ -1088,9 +1088,9 @@ TEST_SUITE("optim") {
 
     StepLR sched(opt, {.step_size = 2});
     sched.step();
-    const nn::Metadata good = sched.state_dict();
+    const tg::Metadata good = sched.state_dict();
     auto expect = [&](const std::string& key, const std::string& value, const std::string& fragment) {
-      nn::Metadata bad = good;
+      tg::Metadata bad = good;
       bad[key] = value;
       CAPTURE(fragment);
       CHECK_THROWS_WITH_AS(sched.load_state_dict(bad), doctest::Contains(fragment.c_str()),

@@ -120,7 +120,7 @@ struct Model {
 
 // Both optimizers hold the same state, bit by bit.
 void check_same_state(const Optimizer& a, const Optimizer& b) {
-  const StateDict x = a.state_dict(), y = b.state_dict();
+  const optim::StateDict x = a.state_dict(), y = b.state_dict();
   CHECK(x.metadata == y.metadata);
   CHECK(x.tensors == y.tensors);
 }
@@ -213,7 +213,7 @@ TEST_SUITE("optim") {
         CAPTURE(kind.name);
         CAPTURE(shape_str(shape));
         Model model(kind);
-        const StateDict before = model.opt->state_dict();
+        const optim::StateDict before = model.opt->state_dict();
         const Array fc_before = model.fc.value();
         model.fc.value_mut() = ramp(shape, 1, 0);
         const std::string what = invalid_argument_of([&] { (void)model.opt->state_dict(); });
@@ -226,7 +226,7 @@ TEST_SUITE("optim") {
         CHECK_THROWS_AS(save_checkpoint(path, {.optimizer = model.opt.get()}), std::invalid_argument);
         CHECK(!std::filesystem::exists(path));
         model.fc.value_mut() = fc_before;
-        const StateDict after = model.opt->state_dict();
+        const optim::StateDict after = model.opt->state_dict();
         CHECK(after.metadata == before.metadata);
         CHECK(after.tensors == before.tensors);
       }
@@ -242,7 +242,7 @@ TEST_SUITE("optim") {
         CAPTURE(kind.name);
         CAPTURE(shape_str(shape));
         Model saved(kind);
-        const StateDict state = saved.opt->state_dict();
+        const optim::StateDict state = saved.opt->state_dict();
         saved.opt->save(dir.file("opt.safetensors"));
         save_checkpoint(dir.file("run.ckpt"), {.optimizer = saved.opt.get()});
 
