@@ -5,11 +5,16 @@
 //   Flags flag(argc, argv, {{"--epochs", "40"}, {"--save", ""}});  // "" = off unless given
 //   int epochs = flag.number("--epochs");
 //   if (flag.given("--save")) save(flag["--save"]);
+//
+// The lessons take only files to write their graph to (picture_files below).
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 class Flags {
  public:
@@ -41,3 +46,30 @@ class Flags {
  private:
   std::map<std::string, std::string> values_;
 };
+
+// The lessons' flags: `--dot FILE` (Graphviz text of the graph, tg::to_dot) and
+// `--html FILE` (a page that steps through the backward pass, tg::write_html);
+// "" where not asked for.
+struct PictureFiles {
+  std::string dot, html;
+};
+
+// Reads the flags in `accepted` ("--dot", "--html" or both). Anything else
+// prints a usage line and exits with status 2.
+//
+//   const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});
+inline PictureFiles picture_files(int argc, char** argv, const std::vector<std::string>& accepted) {
+  std::map<std::string, std::string> defaults;
+  std::string usage = std::string("usage: ") + argv[0];
+  for (const std::string& name : accepted) {
+    defaults[name] = "";
+    usage += " [" + name + " FILE]";
+  }
+  try {
+    const Flags flag(argc, argv, defaults);
+    return {defaults.count("--dot") ? flag["--dot"] : "", defaults.count("--html") ? flag["--html"] : ""};
+  } catch (const std::invalid_argument&) {
+    std::fprintf(stderr, "%s\n", usage.c_str());
+    std::exit(2);
+  }
+}

@@ -1,4 +1,5 @@
-// What a user's mistake does: the README's error table, one test case per row.
+// What a user's mistake does: the table of docs/errors.md ("What a mistake
+// throws"), one test case per row.
 //
 // Each mistake must throw the documented exception type with a message that
 // names the op (or the file and line), and must leave everything as it was. A
