@@ -175,7 +175,7 @@ void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
 
 // ------------------------------------------------------------------- dot
 
-static std::string dot_escape(const std::string& s) {
+std::string debug::dot_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '\n') {
@@ -215,7 +215,7 @@ std::string to_dot(const Tensor& root) {
     label += shape_str(t.shape());
     label += "\nvalue " + values_str(t.value());
     if (!t.grad().empty()) label += "\ngrad " + grad_str(t.grad());
-    nodes << "  t" << id << " [label=\"" << dot_escape(label)
+    nodes << "  t" << id << " [label=\"" << debug::dot_escape(label)
           << "\", shape=" << (t.is_leaf() ? "ellipse" : "box")
           << (t.is_leaf() && t.requires_grad() ? ", style=filled, fillcolor=\"#dde8ff\"" : "") << "];\n";
     if (!t.creator()) continue;

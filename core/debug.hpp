@@ -125,7 +125,7 @@ class DetectAnomalyGuard {
   bool previous_;
 };
 
-// Hooks used by the tape (core/tape.cpp); not needed by users.
+// Used inside the library (the tape's hooks, to_dot and write_html); not needed by users.
 namespace debug {
 bool anomaly_enabled();
 bool retain_all_grads();
@@ -133,6 +133,10 @@ void check_forward(const std::string& op, const Array& value, std::size_t index,
 // After each backward step: checks its gradients in anomaly mode, passes it
 // to the step observer if one is set, and traces it.
 void on_step(const Node& node, const Array& grad_output, const Grads& grads);
+
+// `s` as the inside of a double-quoted Graphviz string: " and \ escaped, a
+// newline as \n (a line break in a label). For to_dot and write_html.
+std::string dot_escape(const std::string& s);
 
 // While one lives (this thread), `observer` sees every backward step, after
 // the anomaly checks (write_html records a pass this way).

@@ -216,19 +216,6 @@ struct SetAside {
 
 // -------------------------------------------------------------------- layout
 
-std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\n') {
-      out += "\\n";  // Graphviz's line break inside a label
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 // The graph as Graphviz text. Box tK is tensor K (the op that made it, or a
 // leaf) and edge eK_I its input I; the page finds them by these ids. A leaf
 // used by several ops gets a box beside each (tK, tK_2, tK_3, ...): one box
@@ -274,8 +261,8 @@ std::string graph_dot(const Graph& g, const json& seed, const json& steps) {
       std::ostringstream id;  // tK, tK_2, ...
       id << 't' << k;
       if (use > 1) id << '_' << use;
-      out << "  \"" << id.str() << "\" [id=\"" << id.str() << "\", label=\"" << dot_escape(label) << "\", "
-          << style << "];\n";
+      out << "  \"" << id.str() << "\" [id=\"" << id.str() << "\", label=\"" << debug::dot_escape(label)
+          << "\", " << style << "];\n";
     }
   }
   out << edges.str() << "}\n";

@@ -49,15 +49,7 @@ std::size_t flat_index(const std::string& where, const tg::Shape& shape) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dot_file, html_file;  // "": not asked for
-  try {
-    const Flags flag(argc, argv, {{"--dot", ""}, {"--html", ""}});
-    dot_file = flag["--dot"];
-    html_file = flag["--html"];
-  } catch (const std::invalid_argument&) {
-    std::fprintf(stderr, "usage: %s [--dot FILE] [--html FILE]\n", argv[0]);
-    return 2;
-  }
+  const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});  // "": not asked for
 
   // Round numbers instead of random ones, so every value can be redone by hand.
   tg::nn::Linear fc1(2, 2), fc2(2, 1);
@@ -91,9 +83,9 @@ int main(int argc, char** argv) {
   // that pass itself and puts every gradient back as it was, so the backward()
   // below is unchanged. (It comes before gradcheck, which writes the
   // parameters in place: the graph could not be replayed after that.)
-  if (!html_file.empty()) {
+  if (!files.html.empty()) {
     try {
-      tg::write_html(loss, html_file);
+      tg::write_html(loss, files.html);
     } catch (const std::exception& e) {  // no graphviz, or the file cannot be written
       std::fprintf(stderr, "backprop_by_hand: %s\n", e.what());
       return 1;
@@ -151,11 +143,11 @@ int main(int argc, char** argv) {
               checked.name().c_str(), report.where.c_str(),
               checked.grad().dense().data()[flat_index(report.where, checked.shape())]);
 
-  if (!dot_file.empty()) {
-    std::ofstream(dot_file) << tg::to_dot(loss);
-    std::printf("wrote %s (render: dot -Tpng %s -o graph.png)\n", dot_file.c_str(), dot_file.c_str());
+  if (!files.dot.empty()) {
+    std::ofstream(files.dot) << tg::to_dot(loss);
+    std::printf("wrote %s (render: dot -Tpng %s -o graph.png)\n", files.dot.c_str(), files.dot.c_str());
   }
-  if (!html_file.empty())
-    std::printf("wrote %s (open it in a browser; the arrow keys step)\n", html_file.c_str());
+  if (!files.html.empty())
+    std::printf("wrote %s (open it in a browser; the arrow keys step)\n", files.html.c_str());
   return report.ok ? 0 : 1;
 }

@@ -42,15 +42,7 @@ std::string row_str(const tg::Array& a, std::size_t i) {  // "[0.1234, -0.5678, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dot_file, html_file;  // "": not asked for
-  try {
-    const Flags flag(argc, argv, {{"--dot", ""}, {"--html", ""}});
-    dot_file = flag["--dot"];
-    html_file = flag["--html"];
-  } catch (const std::invalid_argument&) {
-    std::fprintf(stderr, "usage: %s [--dot FILE] [--html FILE]\n", argv[0]);
-    return 2;
-  }
+  const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});  // "": not asked for
   const std::size_t vocab = 6, dim = 3;
 
   // Two layers, one set of numbers. Linear stores [out, in], so the Embedding's
@@ -107,9 +99,9 @@ int main(int argc, char** argv) {
   std::printf("\n");
   // For --html: the page runs this backward pass step by step, then puts the
   // gradients back as they were, so the backward() below is unchanged.
-  if (!html_file.empty()) {
+  if (!files.html.empty()) {
     try {
-      tg::write_html(loss, html_file);
+      tg::write_html(loss, files.html);
     } catch (const std::exception& e) {  // no graphviz, or the file cannot be written
       std::fprintf(stderr, "embedding_is_a_lookup: %s\n", e.what());
       return 1;
@@ -119,7 +111,7 @@ int main(int argc, char** argv) {
     // For --dot: keep the graph (retain_graph) and every tensor's gradient, so
     // the picture shows what reached each node.
     tg::RetainAllGradsGuard keep;
-    loss.backward(std::nullopt, /*retain_graph=*/!dot_file.empty());
+    loss.backward(std::nullopt, /*retain_graph=*/!files.dot.empty());
   }
 
   // The Embedding's gradient stores rows 1, 2, 3 only, each once: out k's
@@ -170,11 +162,11 @@ int main(int argc, char** argv) {
   std::printf("    the product does %zu multiplications ([%zu, %zu] x [%zu, %zu]), the lookup none\n",
               ids.size() * big_vocab * dim, ids.size(), big_vocab, big_vocab, dim);
 
-  if (!dot_file.empty()) {
-    std::ofstream(dot_file) << tg::to_dot(loss);
-    std::printf("wrote %s (render: dot -Tpng %s -o graph.png)\n", dot_file.c_str(), dot_file.c_str());
+  if (!files.dot.empty()) {
+    std::ofstream(files.dot) << tg::to_dot(loss);
+    std::printf("wrote %s (render: dot -Tpng %s -o graph.png)\n", files.dot.c_str(), files.dot.c_str());
   }
-  if (!html_file.empty())
-    std::printf("wrote %s (open it in a browser; the arrow keys step)\n", html_file.c_str());
+  if (!files.html.empty())
+    std::printf("wrote %s (open it in a browser; the arrow keys step)\n", files.html.c_str());
   return 0;
 }

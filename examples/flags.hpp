@@ -5,11 +5,21 @@
 //   Flags flag(argc, argv, {{"--epochs", "40"}, {"--save", ""}});  // "" = off unless given
 //   int epochs = flag.number("--epochs");
 //   if (flag.given("--save")) save(flag["--save"]);
+//
+// The lessons take only files to write their graph to (picture_files below);
+// --threads goes through use_threads().
 #pragma once
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <tapegrad/tapegrad.hpp>
 
 class Flags {
  public:
@@ -42,15 +52,37 @@ class Flags {
   std::map<std::string, std::string> values_;
 };
 
+// The lessons' flags: `--dot FILE` (Graphviz text of the graph, tg::to_dot) and
+// `--html FILE` (a page that steps through the backward pass, tg::write_html);
+// "" where not asked for.
+struct PictureFiles {
+  std::string dot, html;
+};
+
+// Reads the flags in `accepted` ("--dot", "--html" or both). Anything else
+// prints a usage line and exits with status 2.
+//
+//   const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});
+inline PictureFiles picture_files(int argc, char** argv, const std::vector<std::string>& accepted) {
+  std::map<std::string, std::string> defaults;
+  std::string usage = std::string("usage: ") + argv[0];
+  for (const std::string& name : accepted) {
+    defaults[name] = "";
+    usage += " [" + name + " FILE]";
+  }
+  try {
+    const Flags flag(argc, argv, defaults);
+    return {defaults.count("--dot") ? flag["--dot"] : "", defaults.count("--html") ? flag["--html"] : ""};
+  } catch (const std::invalid_argument&) {
+    std::fprintf(stderr, "%s\n", usage.c_str());
+    std::exit(2);
+  }
+}
+
 // --threads N: tapegrad's loops and OpenBLAS use N threads (core/parallel.hpp).
 // 0, the examples' default, means TAPEGRAD_NUM_THREADS where it is set, else
 // every core: the embedding path gives the same bits on any number of threads,
 // and a program run by hand should use the machine.
-#include <cstdlib>
-#include <thread>
-
-#include <tapegrad/tapegrad.hpp>
-
 inline void use_threads(std::size_t n) {
   if (n == 0 && std::getenv("TAPEGRAD_NUM_THREADS") != nullptr) return;  // the library has read it
   tg::set_num_threads(n > 0 ? n : std::max(1u, std::thread::hardware_concurrency()));

@@ -29,13 +29,7 @@ void print_row(const char* title, const tg::Array& a) {  // a is [1, n]
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string html_file;  // "": not asked for
-  try {
-    html_file = Flags(argc, argv, {{"--html", ""}})["--html"];
-  } catch (const std::invalid_argument&) {
-    std::fprintf(stderr, "usage: %s [--html FILE]\n", argv[0]);
-    return 2;
-  }
+  const std::string html_file = picture_files(argc, argv, {"--html"}).html;  // "": not asked for
   // 3 documents x 8 words; each document uses only a few of the words.
   const std::size_t vocab = 8, dim = 4;
   const tg::CsrBatch docs = {

@@ -20,9 +20,10 @@
 //     requires grad, all of them in its output's graph;
 //   - each in-place write bumps version() by one; a refused copy_ changes nothing;
 //   - backward() throws (std::logic_error; std::invalid_argument for a seed of
-//     the wrong shape) when the program made one of the README's mistakes: a
-//     root without grad, a graph released by an earlier backward(), a gradient
-//     that does not fit a shape changed in place. Which values an op's backward
+//     the wrong shape) when the program made one of the mistakes of
+//     docs/errors.md's table ("What a mistake throws"): a root without grad, a
+//     graph released by an earlier backward(), a gradient that does not fit a
+//     shape changed in place. Which values an op's backward
 //     reads is not listed here: after a write to a value an op saw, backward()
 //     may refuse, and then its message must name that op, tape entry, input
 //     (or output), shape and versions exactly; or it may run, and then give
@@ -2185,7 +2186,7 @@ void Program::backward() {
     seed = seed_weights(rs);
   }
 
-  // What backward() must do, by the README's rules; with values written since
+  // What backward() must do, by docs/errors.md's table; with values written since
   // the ops saw them (and no other mistake), it may run or refuse.
   std::string why;
   Got want = Got::ok;

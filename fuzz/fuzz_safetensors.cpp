@@ -1,6 +1,6 @@
 // Any byte string as a safetensors file.
 //
-// Promises checked (nn/safetensors.hpp):
+// Promises checked (core/safetensors.hpp):
 //   - load_safetensors either returns or throws SafetensorsError whose what()
 //     starts with "safetensors: <path>: "; nothing else escapes, nothing crashes;
 //   - the metadata loader agrees with it (both fail or both succeed);
@@ -8,9 +8,9 @@
 //   - loading it into a module either fits or throws std::invalid_argument.
 #include <cstring>
 
+#include "core/safetensors.hpp"
 #include "fuzz_common.hpp"
 #include "nn/linear.hpp"
-#include "nn/safetensors.hpp"
 
 namespace {
 
@@ -29,7 +29,7 @@ bool same_bytes(const tg::Array& a, const tg::Array& b) {
          (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-void check_message(const tg::nn::SafetensorsError& e) {
+void check_message(const tg::SafetensorsError& e) {
   const std::string prefix = "safetensors: " + input_path() + ": ";
   FUZZ_EXPECT(std::string(e.what()).rfind(prefix, 0) == 0, e.what());
   FUZZ_EXPECT(e.path == input_path(), e.what());
@@ -40,22 +40,22 @@ void check_message(const tg::nn::SafetensorsError& e) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   fuzz::write_file(input_path(), data, size);
 
-  tg::nn::StateDict state;
+  tg::StateDict state;
   bool loaded = false;
   try {
-    state = tg::nn::load_safetensors(input_path());
+    state = tg::load_safetensors(input_path());
     loaded = true;
-  } catch (const tg::nn::SafetensorsError& e) {
+  } catch (const tg::SafetensorsError& e) {
     check_message(e);
   } catch (const std::exception& e) {
     fuzz::broken(std::string("load_safetensors threw something other than SafetensorsError: ") + e.what());
   }
 
-  tg::nn::Metadata metadata;
+  tg::Metadata metadata;
   try {
-    metadata = tg::nn::load_safetensors_metadata(input_path());
+    metadata = tg::load_safetensors_metadata(input_path());
     FUZZ_EXPECT(loaded, "the metadata loads from a file whose tensors do not");
-  } catch (const tg::nn::SafetensorsError& e) {
+  } catch (const tg::SafetensorsError& e) {
     check_message(e);
     FUZZ_EXPECT(!loaded, std::string("the tensors load but the metadata does not: ") + e.what());
   }
@@ -63,12 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
 
   // Round trip: save what was read, read it back, compare byte for byte.
   try {
-    tg::nn::save_safetensors(copy_path(), state, metadata);
+    tg::save_safetensors(copy_path(), state, metadata);
   } catch (const std::exception& e) {
     fuzz::broken(std::string("saving a state that loaded failed: ") + e.what());
   }
-  const tg::nn::StateDict again = tg::nn::load_safetensors(copy_path());
-  FUZZ_EXPECT(tg::nn::load_safetensors_metadata(copy_path()) == metadata, "metadata changed in a round trip");
+  const tg::StateDict again = tg::load_safetensors(copy_path());
+  FUZZ_EXPECT(tg::load_safetensors_metadata(copy_path()) == metadata, "metadata changed in a round trip");
   FUZZ_EXPECT(again.size() == state.size(), "tensor count changed in a round trip");
   for (const auto& [name, a] : state) {
     auto it = again.find(name);

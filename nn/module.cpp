@@ -4,7 +4,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "safetensors.hpp"
+#include "../core/safetensors.hpp"
 
 namespace tg::nn {
 

@@ -32,19 +32,16 @@
 #pragma once
 
 #include <concepts>
-#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "../core/safetensors.hpp"  // StateDict
 #include "../core/tensor.hpp"
 
 namespace tg::nn {
-
-// Parameter name ("fc.weight") -> values.
-using StateDict = std::map<std::string, Array>;
 
 class Module {
  public:
@@ -112,7 +109,7 @@ class Module {
   // The check load_state_dict makes, alone: throws as it would, changes nothing.
   void check_state_dict(const StateDict& state, bool strict = true) const;
 
-  // state_dict() to / from a safetensors file (see nn/safetensors.hpp).
+  // state_dict() to / from a safetensors file (see core/safetensors.hpp).
   void save(const std::string& path) const;
   void load(const std::string& path);
 

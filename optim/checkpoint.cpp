@@ -30,8 +30,8 @@ void add_with_prefix(Map& to, const Map& from, const std::string& prefix) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& c) {
-  nn::StateDict tensors;
-  nn::Metadata meta{{"format", format_name}};
+  StateDict tensors;
+  Metadata meta{{"format", format_name}};
   nlohmann::json contents = nlohmann::json::array();
   if (c.model) {
     add_with_prefix(tensors, c.model->state_dict(), "model.");
@@ -54,14 +54,14 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   add_with_prefix(tensors, c.tensors, "user.");
   add_with_prefix(meta, c.metadata, "user.");
   meta["contents"] = contents.dump();
-  nn::save_safetensors(path, tensors, meta);
+  save_safetensors(path, tensors, meta);
 }
 
 void load_checkpoint(const std::string& path, Checkpoint& c) {
   // Reading checks the file itself (SafetensorsError); what follows checks that
   // its content fits what we load it into.
-  nn::StateDict tensors = nn::load_safetensors(path);
-  const nn::Metadata meta = nn::load_safetensors_metadata(path);
+  StateDict tensors = load_safetensors(path);
+  const Metadata meta = load_safetensors_metadata(path);
   auto fail = [&](const std::string& reason) {
     throw std::invalid_argument("load_checkpoint: " + path + ": " + reason);
   };
@@ -87,7 +87,7 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   try {
     if (c.model) {
       require("model");
-      nn::StateDict state = with_prefix_removed(tensors, "model.");
+      StateDict state = with_prefix_removed(tensors, "model.");
       c.model->check_state_dict(state);
       installs.push_back([model = c.model, state = std::move(state)] { model->load_state_dict(state); });
     }
@@ -119,8 +119,8 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
     if (what.rfind("load_checkpoint: ", 0) == 0) throw;
     fail(what);
   }
-  nn::Metadata user_meta = with_prefix_removed(meta, "user.");
-  nn::StateDict user_tensors = with_prefix_removed(tensors, "user.");
+  Metadata user_meta = with_prefix_removed(meta, "user.");
+  StateDict user_tensors = with_prefix_removed(tensors, "user.");
 
   // Everything fits: only now change anything.
   for (const auto& install : installs) install();

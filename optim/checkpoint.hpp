@@ -21,7 +21,7 @@
 // parameters bit for bit, as long as every random draw of the run (shuffling,
 // dropout) comes from the saved generator (tests/test_checkpoint.cpp).
 //
-// The file is safetensors (nn/safetensors.hpp), so Python can read it:
+// The file is safetensors (core/safetensors.hpp), so Python can read it:
 //   tensors   "model.<name>"        the model's state_dict()
 //             "optimizer.<name>"    the optimizer's tensors (optim/optimizer.hpp)
 //             "user.<name>"         Checkpoint::tensors
@@ -42,8 +42,8 @@
 #include <string>
 
 #include "../core/factories.hpp"
-#include "../nn/module.hpp"
-#include "../nn/safetensors.hpp"
+#include "../core/safetensors.hpp"
+#include "../nn/module.hpp"  // nn::Module, the model a checkpoint saves and loads
 #include "optimizer.hpp"
 #include "scheduler.hpp"
 
@@ -56,12 +56,12 @@ struct Checkpoint {
   Generator* generator = nullptr;
   // Your own entries: strings (the epoch, a config) and float arrays (statistics
   // of the data, say). Saved as given; load_checkpoint replaces both with the file's.
-  nn::Metadata metadata = {};
-  nn::StateDict tensors = {};
+  Metadata metadata = {};
+  StateDict tensors = {};
 };
 
 // Writes the parts that are not null, and metadata and tensors. Throws
-// nn::SafetensorsError when the file cannot be written.
+// SafetensorsError when the file cannot be written.
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 
 // Loads the file's parts into the non-null parts of `checkpoint`, and replaces
@@ -71,7 +71,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // or number of groups, a wrong shape, a bad generator state) throws, naming the
 // file, and leaves the model, optimizer, scheduler, generator and `checkpoint`
 // as they were. Parts in the file that were not asked for are ignored. Throws
-// nn::SafetensorsError for an unreadable or corrupt file, std::invalid_argument
+// SafetensorsError for an unreadable or corrupt file, std::invalid_argument
 // for one whose content does not fit.
 void load_checkpoint(const std::string& path, Checkpoint& checkpoint);
 

@@ -118,7 +118,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
 }
 
 std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state) {
-  const nn::Metadata& meta = state.metadata;
+  const Metadata& meta = state.metadata;
   const auto type = meta.find("type");
   if (type == meta.end()) fail_load("no \"type\" entry: not an optimizer's state");
   if (type->second != name_) fail_load("the state is " + type->second + "'s, this optimizer is " + name_);
@@ -168,11 +168,11 @@ std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state)
 
 void Optimizer::save(const std::string& path) const {
   const StateDict s = state_dict();
-  nn::save_safetensors(path, s.tensors, s.metadata);
+  save_safetensors(path, s.tensors, s.metadata);
 }
 
 void Optimizer::load(const std::string& path) {
-  StateDict s{nn::load_safetensors(path), nn::load_safetensors_metadata(path)};
+  StateDict s{load_safetensors(path), load_safetensors_metadata(path)};
   try {
     load_state_dict(s);
   } catch (const std::invalid_argument& e) {

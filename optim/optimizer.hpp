@@ -87,10 +87,9 @@
 
 #include "../core/grad.hpp"
 #include "../core/parallel.hpp"
+#include "../core/safetensors.hpp"
 #include "../core/table_memory.hpp"
 #include "../core/tensor.hpp"
-#include "../nn/module.hpp"
-#include "../nn/safetensors.hpp"
 
 namespace tg::optim {
 
@@ -104,10 +103,11 @@ struct ParamGroup {
 };
 
 // An optimizer's state as a safetensors file holds it (the format is described
-// at the top of this file).
+// at the top of this file): the file's arrays (a tg::StateDict, name -> array)
+// and its strings.
 struct StateDict {
-  nn::StateDict tensors = {};
-  nn::Metadata metadata = {};
+  tg::StateDict tensors = {};
+  Metadata metadata = {};
 };
 
 class Optimizer {
@@ -149,7 +149,7 @@ class Optimizer {
   // checks them all before it loads any.
   std::function<void()> prepare_load_state_dict(const StateDict& state);
   // state_dict() to / from a safetensors file. load() also throws
-  // nn::SafetensorsError for a file that cannot be read; the message of an
+  // SafetensorsError for a file that cannot be read; the message of an
   // invalid_argument names the file.
   void save(const std::string& path) const;
   void load(const std::string& path);

@@ -48,8 +48,8 @@ static std::string list_text(const std::vector<double>& xs) {
   return json(xs).dump();
 }
 
-nn::Metadata LRScheduler::state_dict() const {
-  nn::Metadata out = settings();
+Metadata LRScheduler::state_dict() const {
+  Metadata out = settings();
   out["type"] = name_;
   out["last_epoch"] = std::to_string(last_epoch_);
   out["base_lrs"] = list_text(base_lrs_);
@@ -62,13 +62,13 @@ nn::Metadata LRScheduler::state_dict() const {
   throw std::invalid_argument(name + ".load_state_dict: " + reason);
 }
 
-static const std::string& entry(const nn::Metadata& state, const std::string& key, const std::string& name) {
+static const std::string& entry(const Metadata& state, const std::string& key, const std::string& name) {
   const auto it = state.find(key);
   if (it == state.end()) fail(name, "no \"" + key + "\" entry");
   return it->second;
 }
 
-int64_t LRScheduler::integer_setting(const nn::Metadata& state, const std::string& key) const {
+int64_t LRScheduler::integer_setting(const Metadata& state, const std::string& key) const {
   const std::string& text = entry(state, key, name_);
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -77,7 +77,7 @@ int64_t LRScheduler::integer_setting(const nn::Metadata& state, const std::strin
   return value;
 }
 
-double LRScheduler::number_setting(const nn::Metadata& state, const std::string& key) const {
+double LRScheduler::number_setting(const Metadata& state, const std::string& key) const {
   const std::string& text = entry(state, key, name_);
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_number()) fail(name_, "\"" + key + "\" is \"" + text + "\", not a number");
@@ -85,7 +85,7 @@ double LRScheduler::number_setting(const nn::Metadata& state, const std::string&
 }
 
 // A JSON list of `count` learning rates (finite, >= 0).
-static std::vector<double> lr_list(const nn::Metadata& state, const std::string& key, std::size_t count,
+static std::vector<double> lr_list(const Metadata& state, const std::string& key, std::size_t count,
                                    const std::string& name) {
   const std::string& text = entry(state, key, name);
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -102,14 +102,14 @@ static std::vector<double> lr_list(const nn::Metadata& state, const std::string&
   return out;
 }
 
-void LRScheduler::load_state_dict(const nn::Metadata& state) {
+void LRScheduler::load_state_dict(const Metadata& state) {
   prepare_load_state_dict(state)();
 }
 
-std::function<void()> LRScheduler::prepare_load_state_dict(const nn::Metadata& state) {
+std::function<void()> LRScheduler::prepare_load_state_dict(const Metadata& state) {
   const std::string& type = entry(state, "type", name_);
   if (type != name_) fail(name_, "the state is " + type + "'s, this scheduler is " + name_);
-  const nn::Metadata own = settings();
+  const Metadata own = settings();
   for (const auto& [key, value] : state)
     if (key != "type" && key != "last_epoch" && key != "base_lrs" && key != "last_lr" && !own.count(key))
       fail(name_, "unexpected entry '" + key + "'");
@@ -153,11 +153,11 @@ std::vector<double> StepLR::get_lr() const {
   return out;
 }
 
-nn::Metadata StepLR::settings() const {
+Metadata StepLR::settings() const {
   return {{"step_size", std::to_string(options_.step_size)}, {"gamma", number_text(options_.gamma)}};
 }
 
-std::function<void()> StepLR::prepare_settings(const nn::Metadata& state) {
+std::function<void()> StepLR::prepare_settings(const Metadata& state) {
   const StepLROptions o{integer_setting(state, "step_size"), number_setting(state, "gamma")};
   check(o, "StepLR.load_state_dict");
   return [this, o] { options_ = o; };
@@ -205,11 +205,11 @@ std::vector<double> CosineAnnealingLR::get_lr() const {
   return out;
 }
 
-nn::Metadata CosineAnnealingLR::settings() const {
+Metadata CosineAnnealingLR::settings() const {
   return {{"T_max", std::to_string(options_.T_max)}, {"eta_min", number_text(options_.eta_min)}};
 }
 
-std::function<void()> CosineAnnealingLR::prepare_settings(const nn::Metadata& state) {
+std::function<void()> CosineAnnealingLR::prepare_settings(const Metadata& state) {
   const CosineAnnealingLROptions o{integer_setting(state, "T_max"), number_setting(state, "eta_min")};
   check(o, "CosineAnnealingLR.load_state_dict");
   return [this, o] { options_ = o; };
@@ -250,13 +250,13 @@ std::vector<double> LinearLR::get_lr() const {
   return out;
 }
 
-nn::Metadata LinearLR::settings() const {
+Metadata LinearLR::settings() const {
   return {{"start_factor", number_text(options_.start_factor)},
           {"end_factor", number_text(options_.end_factor)},
           {"total_iters", std::to_string(options_.total_iters)}};
 }
 
-std::function<void()> LinearLR::prepare_settings(const nn::Metadata& state) {
+std::function<void()> LinearLR::prepare_settings(const Metadata& state) {
   const LinearLROptions o{number_setting(state, "start_factor"), number_setting(state, "end_factor"),
                           integer_setting(state, "total_iters")};
   check(o, "LinearLR.load_state_dict");

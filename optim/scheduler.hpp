@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "../nn/safetensors.hpp"
+#include "../core/safetensors.hpp"
 #include "optimizer.hpp"
 
 namespace tg::optim {
@@ -65,11 +65,11 @@ class LRScheduler {
   // ("step_size", "gamma", ...). load_state_dict checks everything (the type,
   // the number of groups, every value) before it changes anything, and throws
   // std::invalid_argument naming the problem.
-  nn::Metadata state_dict() const;
-  void load_state_dict(const nn::Metadata& state);
+  Metadata state_dict() const;
+  void load_state_dict(const Metadata& state);
   // The checks of load_state_dict alone; returns the function that then loads
   // the state and cannot fail (for load_checkpoint, which checks every part first).
-  std::function<void()> prepare_load_state_dict(const nn::Metadata& state);
+  std::function<void()> prepare_load_state_dict(const Metadata& state);
 
  protected:
   // The derived constructor checks its settings, then calls initial_step(),
@@ -83,12 +83,12 @@ class LRScheduler {
   virtual std::vector<double> get_lr() const = 0;
   // The settings as strings, and a check of saved ones that returns a function
   // installing them (it must not throw).
-  virtual nn::Metadata settings() const = 0;
-  virtual std::function<void()> prepare_settings(const nn::Metadata& state) = 0;
+  virtual Metadata settings() const = 0;
+  virtual std::function<void()> prepare_settings(const Metadata& state) = 0;
 
   // Reads an integer or a number saved by settings(); throws std::invalid_argument.
-  int64_t integer_setting(const nn::Metadata& state, const std::string& key) const;
-  double number_setting(const nn::Metadata& state, const std::string& key) const;
+  int64_t integer_setting(const Metadata& state, const std::string& key) const;
+  double number_setting(const Metadata& state, const std::string& key) const;
 
   Optimizer* optimizer_;
   std::string name_;
@@ -112,8 +112,8 @@ class StepLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() const override;
-  nn::Metadata settings() const override;
-  std::function<void()> prepare_settings(const nn::Metadata& state) override;
+  Metadata settings() const override;
+  std::function<void()> prepare_settings(const Metadata& state) override;
 
  private:
   StepLROptions options_;
@@ -135,8 +135,8 @@ class CosineAnnealingLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() const override;
-  nn::Metadata settings() const override;
-  std::function<void()> prepare_settings(const nn::Metadata& state) override;
+  Metadata settings() const override;
+  std::function<void()> prepare_settings(const Metadata& state) override;
 
  private:
   CosineAnnealingLROptions options_;
@@ -162,8 +162,8 @@ class LinearLR : public LRScheduler {
 
  protected:
   std::vector<double> get_lr() const override;
-  nn::Metadata settings() const override;
-  std::function<void()> prepare_settings(const nn::Metadata& state) override;
+  Metadata settings() const override;
+  std::function<void()> prepare_settings(const Metadata& state) override;
 
  private:
   LinearLROptions options_;

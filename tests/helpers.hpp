@@ -1,4 +1,5 @@
-// Shared by the test files: reference numbers from PyTorch, and float comparisons.
+// Shared by the test files: reference numbers from PyTorch (and the modules and
+// optimizers they describe), and float comparisons.
 //
 // Reference files live in tests/data/*.json and are written by the scripts in
 // tests/tools/ (run with Debian's python3-torch). An array is stored as
@@ -17,8 +18,12 @@
 #include <iterator>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <xtensor/xarray.hpp>
@@ -26,6 +31,9 @@
 #include <tapegrad/core/grad.hpp>
 #include <tapegrad/core/gradcheck.hpp>
 #include <tapegrad/core/tensor.hpp>
+#include <tapegrad/nn/module.hpp>
+#include <tapegrad/optim/adam.hpp>
+#include <tapegrad/optim/sgd.hpp>
 
 namespace tg::test {
 
@@ -151,9 +159,15 @@ inline void check_grad(const GradcheckFn& fn, const std::vector<Tensor>& inputs)
   CHECK(r.checked > 0);
 }
 
+// Case `name` of tests/data/<file>.json, for the files that keep their cases
+// under "cases".
+inline const nlohmann::json& reference_case(const std::string& file, const std::string& name) {
+  return reference(file).at("cases").at(name);
+}
+
 // Case `name` of tests/data/core_reference.json (tests/tools/gen_core_reference.py).
 inline const nlohmann::json& core_case(const std::string& name) {
-  return reference("core_reference").at("cases").at(name);
+  return reference_case("core_reference", name);
 }
 
 // Runs fn on the case's inputs (fn may read the case's other fields, such as
@@ -171,6 +185,89 @@ inline void check_core_parity(const std::string& name,
   out.backward(to_array(c.at("w")));
   for (std::size_t i = 0; i < in.size(); ++i)
     CHECK_ALLCLOSE(in[i].grad_dense(), to_array(c.at("grads")[i]), 1e-5, grad_atol);
+}
+
+// Loads a PyTorch state dict, stored as [[name, array], ...] in the order of
+// its state_dict(), into `model`; first checks that the model's parameters
+// have the same names in the same order.
+inline void load_reference_state(nn::Module& model, const nlohmann::json& state_dict) {
+  std::vector<std::string> ours, theirs;
+  for (const auto& [name, t] : model.named_parameters()) ours.push_back(name);
+  StateDict state;
+  for (const auto& p : state_dict) {
+    theirs.push_back(p[0].get<std::string>());
+    state[theirs.back()] = to_array(p[1]);
+  }
+  CHECK(ours == theirs);
+  model.load_state_dict(state);
+}
+
+// ------------------------------------------------------------------ optimizers
+
+// Puts g in p's gradient slot, as backward() would.
+inline void set_grad(Tensor& p, Array g) {
+  p.grad_mut().clear();
+  p.grad_mut().add(std::move(g), p.shape());
+}
+inline void set_grad(Tensor& p, SparseRows g) {
+  p.grad_mut().clear();
+  p.grad_mut().add(std::move(g), p.shape());
+}
+
+// The optimizer a reference case names ("SGD", "Adam", "AdamW" or "SparseAdam",
+// which is our Adam: it takes sparse gradients itself), over `params`, with the
+// case's "options" and, if it has them, "groups" ({"params": [indices], "lr",
+// "weight_decay"}). An option the case leaves out has PyTorch's default.
+inline std::unique_ptr<optim::Optimizer> make_optimizer(const nlohmann::json& c,
+                                                        const std::vector<Tensor>& params) {
+  const nlohmann::json& o = c.at("options");
+  auto number = [&](const char* key, double fallback) {
+    return o.contains(key) ? o[key].get<double>() : fallback;
+  };
+  std::vector<optim::ParamGroup> groups;
+  if (c.contains("groups") && !c["groups"].is_null()) {
+    for (const auto& g : c["groups"]) {
+      optim::ParamGroup group;
+      for (std::size_t i : g.at("params").get<std::vector<std::size_t>>())
+        group.params.push_back(params.at(i));
+      if (g.contains("lr")) group.lr = g["lr"].get<double>();
+      if (g.contains("weight_decay")) group.weight_decay = g["weight_decay"].get<double>();
+      groups.push_back(group);
+    }
+  } else {
+    groups.push_back({params, std::nullopt, std::nullopt});
+  }
+  const std::string name = c.at("optimizer");
+  if (name == "SGD")
+    return std::make_unique<optim::SGD>(groups, optim::SGDOptions{.lr = number("lr", 0),
+                                                                  .momentum = number("momentum", 0),
+                                                                  .dampening = number("dampening", 0),
+                                                                  .weight_decay = number("weight_decay", 0),
+                                                                  .nesterov = o.value("nesterov", false)});
+  std::pair<double, double> betas{0.9, 0.999};
+  if (o.contains("betas")) betas = {o["betas"][0].get<double>(), o["betas"][1].get<double>()};
+  if (name == "AdamW")
+    return std::make_unique<optim::AdamW>(groups,
+                                          optim::AdamWOptions{.lr = number("lr", 1e-3),
+                                                              .betas = betas,
+                                                              .weight_decay = number("weight_decay", 1e-2),
+                                                              .amsgrad = o.value("amsgrad", false)});
+  REQUIRE((name == "Adam" || name == "SparseAdam"));
+  return std::make_unique<optim::Adam>(groups, optim::AdamOptions{.lr = number("lr", 1e-3),
+                                                                  .betas = betas,
+                                                                  .weight_decay = number("weight_decay", 0),
+                                                                  .amsgrad = o.value("amsgrad", false)});
+}
+
+// Both optimizers hold the same state, entry by entry and bit by bit.
+inline void check_same_state(const optim::Optimizer& a, const optim::Optimizer& b) {
+  const optim::StateDict x = a.state_dict(), y = b.state_dict();
+  CHECK(x.metadata == y.metadata);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (const auto& [name, value] : x.tensors) {
+    CAPTURE(name);
+    CHECK(value == y.tensors.at(name));
+  }
 }
 
 }  // namespace tg::test

@@ -102,7 +102,7 @@ TEST_SUITE("train") {
     CHECK(into.tensors == saved.tensors);
     CHECK(other.adam.lr(0) == 0.1 * 0.25);  // 5 steps of StepLR(2, 0.5): two halvings
     CHECK(other.sched.last_epoch() == 5);
-    const nn::StateDict saved_model = run.net.state_dict();
+    const tg::StateDict saved_model = run.net.state_dict();
     check_same(run, other);
 
     // Only the parts asked for are loaded; the rest of the file is ignored.
@@ -122,8 +122,8 @@ TEST_SUITE("train") {
     tg::save_checkpoint(
         path,
         {.model = &run.net, .optimizer = &run.adam, .generator = &run.gen, .metadata = {{"epoch", "1"}}});
-    const nn::StateDict tensors = nn::load_safetensors(path);
-    const nn::Metadata meta = nn::load_safetensors_metadata(path);
+    const tg::StateDict tensors = tg::load_safetensors(path);
+    const tg::Metadata meta = tg::load_safetensors_metadata(path);
     CHECK(tensors.at("model.head.weight") == run.net.head->weight.value());
     CHECK(tensors.count("optimizer.state.0.exp_avg") == 1);
     CHECK(tensors.count("optimizer.state.2.max_exp_avg_sq") == 1);
@@ -149,7 +149,7 @@ TEST_SUITE("train") {
       try {
         tg::load_checkpoint(path, into);
         FAIL("loaded " << path);
-      } catch (const nn::SafetensorsError& e) {
+      } catch (const tg::SafetensorsError& e) {
         CHECK(safetensors);
         CHECK(std::string(e.what()).find(fragment) != std::string::npos);
       } catch (const std::invalid_argument& e) {
@@ -158,7 +158,7 @@ TEST_SUITE("train") {
         CHECK(what.rfind("load_checkpoint: " + path + ": ", 0) == 0);
         CHECK_MESSAGE(what.find(fragment) != std::string::npos, what);
       }
-      CHECK(into.metadata == nn::Metadata{{"kept", "yes"}});
+      CHECK(into.metadata == tg::Metadata{{"kept", "yes"}});
     };
 
     const std::string plain = dir.file("model.safetensors");
@@ -189,11 +189,11 @@ TEST_SUITE("train") {
         {.model = &source.net, .optimizer = &source.adam, .scheduler = &cosine, .generator = &source.gen});
     expect(other_scheduler, "StepLR.load_state_dict: the state is CosineAnnealingLR's");
 
-    nn::StateDict tensors = nn::load_safetensors(good);
-    nn::Metadata meta = nn::load_safetensors_metadata(good);
+    tg::StateDict tensors = tg::load_safetensors(good);
+    tg::Metadata meta = tg::load_safetensors_metadata(good);
     const std::string bad_generator = dir.file("bad_generator.ckpt");
     meta["generator"] = meta["generator"].substr(0, 100);
-    nn::save_safetensors(bad_generator, tensors, meta);
+    tg::save_safetensors(bad_generator, tensors, meta);
     expect(bad_generator, "\"generator\" is not a state this library's std::mt19937 wrote");
 
     const std::string truncated = dir.file("truncated.ckpt");
@@ -222,10 +222,10 @@ TEST_SUITE("train") {
       const std::string a = read_file(full), b = read_file(resumed);
       CHECK(a.size() > 1000);
       CHECK(a == b);
-      CHECK(nn::load_safetensors_metadata(resumed).at("user.epoch") == "3");
+      CHECK(tg::load_safetensors_metadata(resumed).at("user.epoch") == "3");
       const std::string weight = model == "dense" ? "model.fc1.weight" : "model.bag.weight";
-      CHECK(nn::load_safetensors(half).at(weight) !=
-            nn::load_safetensors(full).at(weight));  // epoch 3 did something
+      CHECK(tg::load_safetensors(half).at(weight) !=
+            tg::load_safetensors(full).at(weight));  // epoch 3 did something
 
       // The test can tell: leave out the optimizer's state or the generator's and the runs part.
       for (const std::string part : {"optimizer", "generator"}) {
@@ -234,7 +234,7 @@ TEST_SUITE("train") {
             run_command(run + "1 " + partial + " --load " + half + " --skip " + part);
         INFO(r.output);
         REQUIRE(r.status == 0);
-        const nn::StateDict x = nn::load_safetensors(full), y = nn::load_safetensors(partial);
+        const tg::StateDict x = tg::load_safetensors(full), y = tg::load_safetensors(partial);
         std::size_t differ = 0;
         for (const auto& [name, value] : x)
           if (name.rfind("model.", 0) == 0) differ += value != y.at(name);

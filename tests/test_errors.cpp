@@ -1,4 +1,5 @@
-// What a user's mistake does: the README's error table, one test case per row.
+// What a user's mistake does: the table of docs/errors.md ("What a mistake
+// throws"), one test case per row.
 //
 // Each mistake must throw the documented exception type with a message that
 // names the op (or the file and line), and must leave everything as it was. A
@@ -504,7 +505,7 @@ TEST_SUITE("errors") {
 
   TEST_CASE("load_state_dict with missing, unexpected or wrong-shape entries loads nothing") {
     Rig rig, control;
-    nn::StateDict state = rig.net.state_dict();
+    tg::StateDict state = rig.net.state_dict();
     for (auto& [name, value] : state) value.fill(7.0f);  // a partial load would show
     state.erase("head.bias");
     state["head.scale"] = xt::ones<float>({1});
@@ -559,7 +560,7 @@ TEST_SUITE("errors") {
                  "LinearLR: start_factor must be in (0, 1]; got 2");
     CHECK(!rig.opt.initial_lr(0));
     tg::optim::CosineAnnealingLR sched(rig.opt, {.T_max = 10}), control_sched(control.opt, {.T_max = 10});
-    tg::nn::Metadata bad = sched.state_dict();
+    tg::Metadata bad = sched.state_dict();
     bad["base_lrs"] = "[0.1, 0.2]";
     EXPECT_ERROR(
         E, sched.load_state_dict(bad),
@@ -593,9 +594,9 @@ TEST_SUITE("errors") {
     nn::Linear small(3, 2);
     tg::save_checkpoint(dir.file("small.ckpt"), {.model = &small});
     expect(dir.file("small.ckpt"), "load_state_dict: the state does not fit the module; missing: bag.weight");
-    EXPECT_ERROR(nn::SafetensorsError, tg::load_checkpoint(dir.file("missing.ckpt"), into),
+    EXPECT_ERROR(tg::SafetensorsError, tg::load_checkpoint(dir.file("missing.ckpt"), into),
                  "safetensors: " + dir.file("missing.ckpt") + ": cannot open the file");
-    CHECK(into.metadata == nn::Metadata{{"epoch", "4"}});
+    CHECK(into.metadata == tg::Metadata{{"epoch", "4"}});
     CHECK(gen.state() == control_gen.state());
     check_intact(rig, control);
   }
@@ -706,19 +707,19 @@ TEST_SUITE("errors") {
       CAPTURE(c.name);
       const std::string path = dir.file(std::string(c.name) + ".safetensors");
       write_file(path, c.bytes);
-      const std::string msg = message_of<nn::SafetensorsError>([&] { nn::load_safetensors(path); });
+      const std::string msg = message_of<tg::SafetensorsError>([&] { tg::load_safetensors(path); });
       CHECK(msg.rfind("safetensors: " + path + ": ", 0) == 0);
       check_mentions(msg, {c.reason});
       // Through the module: refused as a whole, the model keeps its weights.
-      CHECK_THROWS_AS(rig.net.load(path), nn::SafetensorsError);
+      CHECK_THROWS_AS(rig.net.load(path), tg::SafetensorsError);
     }
-    EXPECT_ERROR(nn::SafetensorsError, nn::load_safetensors(dir.file("missing.safetensors")),
+    EXPECT_ERROR(tg::SafetensorsError, tg::load_safetensors(dir.file("missing.safetensors")),
                  "missing.safetensors: cannot open the file for reading");
-    EXPECT_ERROR(nn::SafetensorsError, nn::load_safetensors(dir.path.string()),
+    EXPECT_ERROR(tg::SafetensorsError, tg::load_safetensors(dir.path.string()),
                  "safetensors: " + dir.path.string() + ": ");
     try {
-      nn::load_safetensors(dir.file("missing.safetensors"));
-    } catch (const nn::SafetensorsError& e) {
+      tg::load_safetensors(dir.file("missing.safetensors"));
+    } catch (const tg::SafetensorsError& e) {
       CHECK(e.path == dir.file("missing.safetensors"));
     }
     check_intact(rig, control);
@@ -797,20 +798,20 @@ TEST_SUITE("errors") {
     TempDir dir;
     const std::string path = dir.file("model.safetensors");
     rig.net.save(path);
-    const nn::StateDict saved = rig.net.state_dict();
+    const tg::StateDict saved = rig.net.state_dict();
     const std::size_t size = fs::file_size(path);
     rig.step();  // new values the failed saves below try to write
     control.step();
 
     SUBCASE("the disk fills up half-way through the data") {
       FileSizeLimit limit(size / 2);
-      EXPECT_ERROR(nn::SafetensorsError, rig.net.save(path), "safetensors: " + path + ": writing",
+      EXPECT_ERROR(tg::SafetensorsError, rig.net.save(path), "safetensors: " + path + ": writing",
                    "failed (disk full or file too large?); the old file is unchanged");
     }
     SUBCASE("the target is a directory, so the final rename fails") {
       const std::string taken = dir.file("taken");
       fs::create_directories(fs::path(taken) / "inside");
-      EXPECT_ERROR(nn::SafetensorsError, rig.net.save(taken), "cannot rename");
+      EXPECT_ERROR(tg::SafetensorsError, rig.net.save(taken), "cannot rename");
       CHECK(fs::is_directory(fs::path(taken) / "inside"));
       CHECK(temporaries(dir.path, "taken") == 0);
     }
@@ -818,7 +819,7 @@ TEST_SUITE("errors") {
       const fs::path gone = dir.path / "gone";
       fs::create_directories(gone);
       fs::remove(gone);
-      EXPECT_ERROR(nn::SafetensorsError, rig.net.save((gone / "model.safetensors").string()),
+      EXPECT_ERROR(tg::SafetensorsError, rig.net.save((gone / "model.safetensors").string()),
                    "cannot create the temporary file");
     }
     // The previous checkpoint is whole and loads into a fresh model.

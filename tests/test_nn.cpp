@@ -29,10 +29,6 @@ namespace nn = tg::nn;
 
 namespace {
 
-const json& ref_case(const std::string& name) {
-  return tg::test::reference("nn_reference").at("cases").at(name);
-}
-
 // The weight's gradient is SparseRows, coalesced, holding exactly the distinct
 // rows the input read (padding excluded): unique rows x dim floats, no more.
 void check_coalesced(const Tensor& weight, const Indices& input, std::optional<int64_t> padding_idx) {
@@ -88,7 +84,7 @@ TEST_SUITE("nn") {
   TEST_CASE("Linear matches PyTorch: 2-D and 3-D input, with and without bias") {
     for (const char* name : {"linear_2d", "linear_3d", "linear_no_bias"}) {
       INFO(name);
-      const json& c = ref_case(name);
+      const json& c = tg::test::reference_case("nn_reference", name);
       const Array weight = to_array(c["weight"]);
       const bool has_bias = !c["bias"].is_null();
       nn::Linear fc(weight.shape()[1], weight.shape()[0], has_bias);
@@ -112,7 +108,7 @@ TEST_SUITE("nn") {
                              "embedding_padding_negative", "embedding_max_norm", "embedding_max_norm_l1"}) {
       for (bool sparse : {true, false}) {
         INFO(name << (sparse ? " sparse" : " dense"));
-        const json& c = ref_case(name);
+        const json& c = tg::test::reference_case("nn_reference", name);
         auto emb = nn::Embedding::from_pretrained(to_array(c["weight"]), embedding_options(c, sparse),
                                                   /*freeze=*/false);
         const Indices input = to_int_array(c["input"]);

@@ -17,10 +17,6 @@ namespace nn = tg::nn;
 
 namespace {
 
-const J& ref_case(const std::string& name) {
-  return tg::test::reference("transformer_reference").at("cases").at(name);
-}
-
 // names_gpt.cpp's model, small: token and position embeddings, blocks, LayerNorm, head.
 struct TinyGPT : nn::Module {
   std::shared_ptr<nn::Embedding> tok, pos;
@@ -42,15 +38,7 @@ struct TinyGPT : nn::Module {
 };
 
 void load(nn::Module& model, const J& c) {
-  std::vector<std::string> ours, theirs;
-  for (const auto& [n, t] : model.named_parameters()) ours.push_back(n);
-  nn::StateDict state;
-  for (const auto& p : c.at("state_dict")) {
-    theirs.push_back(p[0].get<std::string>());
-    state[p[0].get<std::string>()] = tg::test::to_array(p[1]);
-  }
-  CHECK(ours == theirs);  // the same names, in the same order, as PyTorch's state_dict()
-  model.load_state_dict(state);
+  tg::test::load_reference_state(model, c.at("state_dict"));  // PyTorch's names, in its order
   model.eval();
 }
 
@@ -67,7 +55,7 @@ void check_grads(const nn::Module& model, const J& c) {
 // gradients of sum(out * w) against PyTorch's.
 void check_module(nn::Module& model, const std::string& name) {
   CAPTURE(name);
-  const J& c = ref_case(name);
+  const J& c = tg::test::reference_case("transformer_reference", name);
   load(model, c);
   Tensor x(tg::test::to_array(c.at("input")), true);
   Tensor out = model(x);
@@ -90,7 +78,7 @@ TEST_SUITE("nn.attention") {
   }
 
   TEST_CASE("PyTorch parity: a tiny GPT with position embeddings, its cross-entropy over every position") {
-    const J& c = ref_case("gpt");
+    const J& c = tg::test::reference_case("transformer_reference", "gpt");
     TinyGPT gpt(7, 6, 8, 2, 2);
     load(gpt, c);
     const Indices ids = tg::test::to_int_array(c.at("input"));  // [3, 5]: shorter than the context of 6

@@ -17,10 +17,6 @@ namespace nn = tg::nn;
 
 namespace {
 
-const J& ref_case(const std::string& name) {
-  return tg::test::reference("modules_reference").at("cases").at(name);
-}
-
 // The same layers as the PyTorch model of each case in gen_modules_reference.py.
 nn::Sequential build(const std::string& name) {
   if (name == "mlp")
@@ -39,12 +35,6 @@ nn::Sequential build(const std::string& name) {
   return {};
 }
 
-std::vector<std::string> names_of(const J& pairs) {
-  std::vector<std::string> out;
-  for (const auto& p : pairs) out.push_back(p[0].get<std::string>());
-  return out;
-}
-
 }  // namespace
 
 TEST_SUITE("nn.layers") {
@@ -52,15 +42,10 @@ TEST_SUITE("nn.layers") {
     for (const char* name : {"mlp", "char_mlp", "layer_norm_2d", "layer_norm_no_affine", "relu", "tanh", "sigmoid",
                              "flatten", "flatten_0_1"}) {
       CAPTURE(name);
-      const J& c = ref_case(name);
+      const J& c = tg::test::reference_case("modules_reference", name);
       nn::Sequential model = build(name);
-      // The same names in the same order as PyTorch's state_dict().
-      std::vector<std::string> ours;
-      for (const auto& [n, t] : model.named_parameters()) ours.push_back(n);
-      CHECK(ours == names_of(c.at("state_dict")));
-      nn::StateDict state;
-      for (const auto& p : c.at("state_dict")) state[p[0].get<std::string>()] = tg::test::to_array(p[1]);
-      model.load_state_dict(state);  // PyTorch's own names load as they are
+      // PyTorch's own names load as they are: the same names in the same order.
+      tg::test::load_reference_state(model, c.at("state_dict"));
       model.eval();
 
       Tensor out, x;

@@ -48,7 +48,7 @@ std::string file_bytes(const std::string& header, const std::string& data,
   return out + header + data;
 }
 
-bool same_state(const nn::StateDict& a, const nn::StateDict& b) {
+bool same_state(const tg::StateDict& a, const tg::StateDict& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [name, value] : a)
     if (!b.count(name) || !(b.at(name) == value)) return false;  // shapes and values, exactly
@@ -181,7 +181,7 @@ TEST_SUITE("nn") {
   TEST_CASE("state_dict copies values; load_state_dict copies them back") {
     tg::Generator gen(2);
     TinyModel a(gen), b(gen);
-    nn::StateDict state = a.state_dict();
+    tg::StateDict state = a.state_dict();
     CHECK(state.size() == 4);
     CHECK(state.at("fc.weight").shape()[0] == 2);
     state.at("scale")(0) = 5.0f;  // a copy: the model does not change
@@ -197,8 +197,8 @@ TEST_SUITE("nn") {
   TEST_CASE("load_state_dict lists every problem and changes nothing") {
     tg::Generator gen(3);
     TinyModel model(gen);
-    const nn::StateDict before = model.state_dict();
-    nn::StateDict bad = TinyModel(gen).state_dict();
+    const tg::StateDict before = model.state_dict();
+    tg::StateDict bad = TinyModel(gen).state_dict();
     bad.erase("fc.bias");
     bad.erase("scale");
     bad["extra"] = xt::zeros<float>({3});
@@ -237,17 +237,17 @@ TEST_SUITE("nn") {
     CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);  // no temp left
 
     // Edge shapes and metadata through the free functions.
-    const nn::StateDict odd{
+    const tg::StateDict odd{
         {"scalar", Array(2.5f)}, {"empty", xt::zeros<float>({0, 3})}, {"vector", Array{1.0f, -2.0f, 3.0f}}};
-    nn::save_safetensors(path, odd, {{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
-    CHECK(same_state(nn::load_safetensors(path), odd));
-    CHECK(nn::load_safetensors_metadata(path) ==
-          nn::Metadata{{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
-    CHECK_THROWS_WITH_AS(nn::save_safetensors(path, {{"__metadata__", Array{1.0f}}}),
+    tg::save_safetensors(path, odd, {{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
+    CHECK(same_state(tg::load_safetensors(path), odd));
+    CHECK(tg::load_safetensors_metadata(path) ==
+          tg::Metadata{{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
+    CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"__metadata__", Array{1.0f}}}),
                          doctest::Contains("'__metadata__' cannot name a tensor"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(nn::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
+    CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
                          doctest::Contains("must be valid UTF-8"), std::invalid_argument);
-    CHECK(nn::load_safetensors_metadata(path).at("format") == "np");  // the failed saves changed nothing
+    CHECK(tg::load_safetensors_metadata(path).at("format") == "np");  // the failed saves changed nothing
   }
 
   TEST_CASE("Python reads our files and we read Python's") {
@@ -259,18 +259,18 @@ TEST_SUITE("nn") {
     tg::Generator gen(5);
     TempDir dir;
     TinyModel model(gen);
-    nn::StateDict state = model.state_dict();
+    tg::StateDict state = model.state_dict();
     state["scalar"] = Array(-0.5f);
     state["empty"] = xt::zeros<float>({0, 2});
 
     SUBCASE("tapegrad -> Python") {
       const std::string file = dir.file("ours.safetensors"), out = dir.file("ours.json");
-      nn::save_safetensors(file, state, {{"format", "tapegrad"}});
+      tg::save_safetensors(file, state, {{"format", "tapegrad"}});
       REQUIRE(run_tool(*python, "to-json", file, out));
       const json j = json::parse(std::ifstream(out));
       MESSAGE("read by Python's " << j["reader"].get<std::string>() << " reader");
       CHECK(j["metadata"] == json{{"format", "tapegrad"}});
-      nn::StateDict read;
+      tg::StateDict read;
       for (const auto& [name, t] : j["tensors"].items()) read[name] = tg::test::to_array(t);
       CHECK(same_state(read, state));  // float32 -> JSON double -> float32 is exact
     }
@@ -280,8 +280,8 @@ TEST_SUITE("nn") {
       for (const auto& [name, a] : state) j["tensors"][name] = tensor_json(a);
       std::ofstream(in) << j.dump();
       REQUIRE(run_tool(*python, "from-json", in, file));
-      CHECK(same_state(nn::load_safetensors(file), state));
-      CHECK(nn::load_safetensors_metadata(file) == nn::Metadata{{"source", "numpy"}});
+      CHECK(same_state(tg::load_safetensors(file), state));
+      CHECK(tg::load_safetensors_metadata(file) == tg::Metadata{{"source", "numpy"}});
 
       // A model's weights written by Python load into a model here.
       json weights = {{"tensors", json::object()}};
@@ -301,11 +301,11 @@ TEST_SUITE("nn") {
     auto rejects = [&](const std::string& bytes, const std::string& reason) {
       INFO("expecting: " << reason);
       write_file(path, bytes);
-      CHECK_THROWS_WITH_AS(nn::load_safetensors(path), doctest::Contains(reason.c_str()),
-                           nn::SafetensorsError);
+      CHECK_THROWS_WITH_AS(tg::load_safetensors(path), doctest::Contains(reason.c_str()),
+                           tg::SafetensorsError);
       try {
-        nn::load_safetensors(path);
-      } catch (const nn::SafetensorsError& e) {
+        tg::load_safetensors(path);
+      } catch (const tg::SafetensorsError& e) {
         CHECK(e.path == path);
         CHECK(std::string(e.what()).find("safetensors: " + path + ": ") == 0);
       }
@@ -317,7 +317,7 @@ TEST_SUITE("nn") {
     };
     const std::string ok = "{" + entry("a", "F32", "[2]", "[0,8]") + "}";
     write_file(path, file_bytes(ok, f32x2));
-    CHECK(nn::load_safetensors(path).at("a") == Array{0.0f, 0.0f});  // the well-formed baseline
+    CHECK(tg::load_safetensors(path).at("a") == Array{0.0f, 0.0f});  // the well-formed baseline
 
     rejects("12345", "the file has 5 bytes, fewer than the 8-byte header length");
     rejects(file_bytes(ok, f32x2, 1000), "header length 1000 runs past the end of the file (" +
@@ -357,15 +357,15 @@ TEST_SUITE("nn") {
     rejects(file_bytes("{\"a\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", f32x2),
             "tensor 'a': shape is not an array");
 
-    CHECK_THROWS_WITH_AS(nn::load_safetensors(dir.file("missing.safetensors")),
-                         doctest::Contains("cannot open the file for reading"), nn::SafetensorsError);
-    CHECK_THROWS_AS(nn::load_safetensors(dir.path.string()), nn::SafetensorsError);  // a directory
+    CHECK_THROWS_WITH_AS(tg::load_safetensors(dir.file("missing.safetensors")),
+                         doctest::Contains("cannot open the file for reading"), tg::SafetensorsError);
+    CHECK_THROWS_AS(tg::load_safetensors(dir.path.string()), tg::SafetensorsError);  // a directory
 
     // A module that fails to load from a bad file keeps its weights.
     tg::Generator gen(6);
     TinyModel model(gen);
-    const nn::StateDict before = model.state_dict();
-    CHECK_THROWS_AS(model.load(path), nn::SafetensorsError);
+    const tg::StateDict before = model.state_dict();
+    CHECK_THROWS_AS(model.load(path), tg::SafetensorsError);
     CHECK(same_state(model.state_dict(), before));
   }
 
@@ -375,30 +375,30 @@ TEST_SUITE("nn") {
     const std::string path = dir.file("model.safetensors");
     TinyModel model(gen);
     model.save(path);
-    const nn::StateDict saved = model.state_dict();
-    const nn::StateDict big{{"table", xt::ones<float>({20000, 16})}};  // 1.28 MB
+    const tg::StateDict saved = model.state_dict();
+    const tg::StateDict big{{"table", xt::ones<float>({20000, 16})}};  // 1.28 MB
 
     {
       // Let this process write at most 64 KB per file: like a disk filling up,
       // the write fails after part of the data is out.
       FileSizeLimit limit(64 * 1024);
-      CHECK_THROWS_WITH_AS(nn::save_safetensors(path, big), doctest::Contains("the old file is unchanged"),
-                           nn::SafetensorsError);
+      CHECK_THROWS_WITH_AS(tg::save_safetensors(path, big), doctest::Contains("the old file is unchanged"),
+                           tg::SafetensorsError);
     }
-    CHECK(same_state(nn::load_safetensors(path), saved));
+    CHECK(same_state(tg::load_safetensors(path), saved));
     CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);  // temp removed
 
     // The temporary file cannot be created (its name is taken by a directory).
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     fs::create_directory(tmp);
-    CHECK_THROWS_WITH_AS(nn::save_safetensors(path, big),
-                         doctest::Contains("cannot create the temporary file"), nn::SafetensorsError);
+    CHECK_THROWS_WITH_AS(tg::save_safetensors(path, big),
+                         doctest::Contains("cannot create the temporary file"), tg::SafetensorsError);
     fs::remove(tmp);
-    CHECK(same_state(nn::load_safetensors(path), saved));
+    CHECK(same_state(tg::load_safetensors(path), saved));
 
     // The rename fails (the target is a directory): the temporary is removed.
-    CHECK_THROWS_WITH_AS(nn::save_safetensors(dir.path.string(), saved), doctest::Contains("cannot rename"),
-                         nn::SafetensorsError);
+    CHECK_THROWS_WITH_AS(tg::save_safetensors(dir.path.string(), saved), doctest::Contains("cannot rename"),
+                         tg::SafetensorsError);
     CHECK_FALSE(fs::exists(dir.path.string() + ".tmp." + std::to_string(::getpid())));
   }
 }

@@ -30,16 +30,12 @@ Tensor rnd(const tg::Shape& shape, float scale = 1.0f) {
   return t;
 }
 
-const nlohmann::json& ref_case(const std::string& name) {
-  return tg::test::reference("transformer_reference").at("cases").at(name);
-}
-
 // fn on the case's inputs (and its fixed ones: masks) against PyTorch's output
 // and the gradients of sum(out * w), within the suite's tolerance (rtol 1e-5,
 // atol 1e-6; check_core_parity's).
 void check_parity(const std::string& name, const std::function<Tensor(const Inputs&, const Inputs&)>& fn) {
   CAPTURE(name);
-  const nlohmann::json& c = ref_case(name);
+  const nlohmann::json& c = tg::test::reference_case("transformer_reference", name);
   Inputs in, fixed;
   for (const auto& j : c.at("inputs")) in.push_back(Tensor(tg::test::to_array(j), true));
   for (const auto& j : c.at("fixed")) fixed.push_back(Tensor(tg::test::to_array(j)));

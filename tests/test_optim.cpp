@@ -20,20 +20,13 @@
 
 using namespace tg;
 using namespace tg::optim;
+using tg::test::check_same_state;
+using tg::test::make_optimizer;
+using tg::test::set_grad;
 using tg::test::TempDir;
 using tg::test::to_array;
 
 namespace {
-
-// Puts g in p's gradient slot, as backward() would.
-void set_grad(Tensor& p, Array g) {
-  p.grad_mut().clear();
-  p.grad_mut().add(std::move(g), p.shape());
-}
-void set_grad(Tensor& p, SparseRows g) {
-  p.grad_mut().clear();
-  p.grad_mut().add(std::move(g), p.shape());
-}
 
 SparseRows sparse_rows(std::vector<int64_t> rows, xt::xtensor<float, 2> values, std::size_t num_rows) {
   return SparseRows{std::move(rows), std::move(values), num_rows};
@@ -127,22 +120,6 @@ int64_t ulps(float a, float b) {
   return std::abs(ordered(a) - ordered(b));
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name, const nlohmann::json& o, Tensor p) {
-  if (name == "SGD")
-    return std::make_unique<SGD>(std::vector<Tensor>{p},
-                                 SGDOptions{.lr = o.at("lr"),
-                                            .momentum = o.value("momentum", 0.0),
-                                            .weight_decay = o.value("weight_decay", 0.0),
-                                            .nesterov = o.value("nesterov", false)});
-  if (name == "AdamW")
-    return std::make_unique<AdamW>(std::vector<Tensor>{p},
-                                   AdamWOptions{.lr = o.at("lr"), .weight_decay = o.at("weight_decay")});
-  return std::make_unique<Adam>(std::vector<Tensor>{p},
-                                AdamOptions{.lr = o.at("lr"),
-                                            .weight_decay = o.value("weight_decay", 0.0),
-                                            .amsgrad = o.value("amsgrad", false)});
-}
-
 }  // namespace
 
 TEST_SUITE("optim") {
@@ -171,13 +148,14 @@ TEST_SUITE("optim") {
 
   TEST_CASE("dense updates against PyTorch 1.13's, ulp by ulp") {
     // PyTorch's AVX2 kernels fuse p + (-lr) * g into one multiply-add (one
-    // rounding); we round the product and the sum separately. The README quotes
-    // what this prints: ./build/tests/test_optim -tc='*ulp by ulp*'
+    // rounding); we round the product and the sum separately. docs/nn-and-optim.md
+    // ("optim: one optimizer for dense and row-sparse parameters") quotes what
+    // this prints: ./build/tests/test_optim -tc='*ulp by ulp*'
     const nlohmann::json& ref = tg::test::reference("optim_ulp_reference");
     for (const auto& [name, c] : ref.at("dense").items()) {
       const std::size_t n = c.at("size");
       Tensor p(formula(c.at("param_seed"), n), true);
-      auto opt = make_optimizer(c.at("optimizer"), c.at("options"), p);
+      auto opt = make_optimizer(c, {p});
       std::vector<std::size_t> same;   // per step: elements with PyTorch's bits
       std::vector<int64_t> most_ulps;  // per step: the largest difference in ulps of the value
       double largest = 0;              // over all steps: the largest |difference|
@@ -198,7 +176,7 @@ TEST_SUITE("optim") {
       MESSAGE(name << ": identical after step 1: " << same.front() << "/" << n << " (the others within "
                    << most_ulps.front() << " ulp); after step " << same.size() << ": " << same.back() << "/"
                    << n << "; largest difference " << largest / eps << " ulp of 1.0");
-      // What the README says of these runs.
+      // What docs/nn-and-optim.md says of these runs.
       if (c.at("optimizer") != "SGD") {
         CHECK(same.front() == n);         // Adam: PyTorch's bits after the first step
         CHECK(same.back() >= 0.945 * n);  // and on 95% or more after the fifth
@@ -213,7 +191,8 @@ TEST_SUITE("optim") {
   TEST_CASE("lazy Adam against torch.optim.SparseAdam with gradients of about 1e-3: how far eps moves it") {
     // SparseAdam adds eps before the bias correction (optim/adam.hpp): where a
     // gradient is not much larger than eps / sqrt(1 - beta2^t), its steps are
-    // shorter than Adam's. The README quotes what this prints:
+    // shorter than Adam's. docs/nn-and-optim.md (its optim section, "Sparse
+    // gradients") quotes what this prints:
     // ./build/tests/test_optim -tc='*SparseAdam with gradients*'
     const nlohmann::json& c = tg::test::reference("optim_ulp_reference").at("sparse_adam");
     const std::size_t rows = c.at("shape")[0], cols = c.at("shape")[1];
@@ -240,7 +219,7 @@ TEST_SUITE("optim") {
                      << " with gradients uniform in +-" << c.at("grad_scale").get<double>()
                      << ": largest difference from SparseAdam " << largest << ", mean "
                      << total / torch.size());
-    CHECK(largest == doctest::Approx(8.1e-3).epsilon(0.01));  // the README's figures
+    CHECK(largest == doctest::Approx(8.1e-3).epsilon(0.01));  // docs/nn-and-optim.md's figures
     CHECK(total / torch.size() == doctest::Approx(9.8e-5).epsilon(0.01));
   }
 
@@ -590,45 +569,6 @@ const nlohmann::json& ref(const char* section) {
   return tg::test::reference("optim_reference").at(section);
 }
 
-// The optimizer a reference case names, over `params`, with its options and groups.
-std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& c, const std::vector<Tensor>& params) {
-  const nlohmann::json& o = c.at("options");
-  auto number = [&](const char* key, double fallback) {
-    return o.contains(key) ? o[key].get<double>() : fallback;
-  };
-  std::vector<ParamGroup> groups;
-  if (c.contains("groups") && !c["groups"].is_null()) {
-    for (const auto& g : c["groups"]) {
-      ParamGroup group;
-      for (std::size_t i : g.at("params").get<std::vector<std::size_t>>()) group.params.push_back(params[i]);
-      if (g.contains("lr")) group.lr = g["lr"].get<double>();
-      if (g.contains("weight_decay")) group.weight_decay = g["weight_decay"].get<double>();
-      groups.push_back(group);
-    }
-  } else {
-    groups.push_back({params, std::nullopt, std::nullopt});
-  }
-  const std::string name = c.at("optimizer");
-  if (name == "SGD")
-    return std::make_unique<SGD>(groups, SGDOptions{.lr = number("lr", 0),
-                                                    .momentum = number("momentum", 0),
-                                                    .dampening = number("dampening", 0),
-                                                    .weight_decay = number("weight_decay", 0),
-                                                    .nesterov = o.value("nesterov", false)});
-  std::pair<double, double> betas{0.9, 0.999};
-  if (o.contains("betas")) betas = {o["betas"][0].get<double>(), o["betas"][1].get<double>()};
-  if (name == "AdamW")
-    return std::make_unique<AdamW>(groups, AdamWOptions{.lr = number("lr", 1e-3),
-                                                        .betas = betas,
-                                                        .weight_decay = number("weight_decay", 1e-2),
-                                                        .amsgrad = o.value("amsgrad", false)});
-  REQUIRE((name == "Adam" || name == "SparseAdam"));  // SparseAdam: our Adam takes sparse gradients
-  return std::make_unique<Adam>(groups, AdamOptions{.lr = number("lr", 1e-3),
-                                                    .betas = betas,
-                                                    .weight_decay = number("weight_decay", 0),
-                                                    .amsgrad = o.value("amsgrad", false)});
-}
-
 std::unique_ptr<LRScheduler> make_scheduler(const nlohmann::json& spec, Optimizer& opt) {
   const std::string name = spec.at(0);
   const nlohmann::json& k = spec.at(1);
@@ -746,7 +686,7 @@ TEST_SUITE("optim") {
         opt->step();
       }
       // The state, entry by entry, against torch's optimizer.state_dict().
-      const StateDict state = opt->state_dict();
+      const optim::StateDict state = opt->state_dict();
       CHECK(state.metadata.at("type") == (c["optimizer"] == "SparseAdam" ? "Adam" : c["optimizer"]));
       std::size_t compared = 0;
       for (std::size_t i = 0; i < params.size(); ++i) {
@@ -791,17 +731,6 @@ TEST_SUITE("optim") {
 }
 
 namespace {
-
-// Both optimizers hold the same state, entry by entry and bit by bit.
-void check_same_state(const Optimizer& a, const Optimizer& b) {
-  const StateDict x = a.state_dict(), y = b.state_dict();
-  CHECK(x.metadata == y.metadata);
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  for (const auto& [name, value] : x.tensors) {
-    CAPTURE(name);
-    CHECK(value == y.tensors.at(name));
-  }
-}
 
 // Two Adam optimizers on two parameters, two steps taken with the same gradients.
 struct AdamPair {
@@ -901,7 +830,7 @@ TEST_SUITE("optim") {
         b({q}, {.lr = 0.5, .momentum = 0.5, .weight_decay = 0.5});
     set_grad(p, sparse_rows({1, 3}, xt::ones<float>({2, 2}), 4));
     a.step();
-    const StateDict s = a.state_dict();
+    const optim::StateDict s = a.state_dict();
     CHECK(s.tensors.at("state.0.row_seen") == Array{0, 1, 0, 1});
     b.load_state_dict(s);
     q.value_mut() = p.value();
@@ -934,24 +863,24 @@ TEST_SUITE("optim") {
 
   TEST_CASE("load_state_dict refuses a state that does not fit, naming the problem, and changes nothing") {
     AdamPair pair;
-    const StateDict good = pair.adam.state_dict();
+    const optim::StateDict good = pair.adam.state_dict();
     REQUIRE(good.tensors.count("state.0.max_exp_avg_sq"));
-    auto expect = [&](const StateDict& bad, const std::string& fragment) {
+    auto expect = [&](const optim::StateDict& bad, const std::string& fragment) {
       CAPTURE(fragment);
       CHECK_THROWS_WITH_AS(pair.adam.load_state_dict(bad), doctest::Contains(fragment.c_str()),
                            std::invalid_argument);
     };
     auto with_meta = [&](const std::string& key, const std::string& value) {
-      StateDict s = good;
+      optim::StateDict s = good;
       s.metadata[key] = value;
       return s;
     };
     auto without_tensor = [&](const std::string& key) {
-      StateDict s = good;
+      optim::StateDict s = good;
       s.tensors.erase(key);
       return s;
     };
-    StateDict wrong_shape = good, unknown = good, beyond = good;
+    optim::StateDict wrong_shape = good, unknown = good, beyond = good;
     wrong_shape.tensors["state.0.exp_avg"] = xt::zeros<float>({3, 2});
     unknown.tensors["state.0.momentum_buffer"] = xt::zeros<float>({2, 3});
     beyond.tensors["state.7.exp_avg"] = xt::zeros<float>({2});
@@ -990,12 +919,12 @@ TEST_SUITE("optim") {
     expect(unknown, "unexpected tensor 'state.0.momentum_buffer'");
     expect(beyond, "unexpected tensor 'state.7.exp_avg' for 2 parameters");
     {
-      StateDict no_step = good;
+      optim::StateDict no_step = good;
       no_step.metadata.erase("state.1.step");
       expect(no_step, "unexpected tensor 'state.1.exp_avg'");
     }
     // SGD's row flags must be 0 or 1, and there must be one per row.
-    StateDict flags = sgd.state_dict();
+    optim::StateDict flags = sgd.state_dict();
     flags.tensors["state.0.row_seen"] = Array{1, 0.5};
     CHECK_THROWS_WITH_AS(sgd.load_state_dict(flags),
                          doctest::Contains("'state.0.row_seen' holds 0.500000 at row 1"),
@@ -1011,7 +940,7 @@ TEST_SUITE("optim") {
     CHECK_THROWS_WITH_AS(pair.adam.load(dir.file("sgd.safetensors")),
                          doctest::Contains((dir.file("sgd.safetensors") + ": Adam.load_state_dict").c_str()),
                          std::invalid_argument);
-    CHECK_THROWS_AS(pair.adam.load(dir.file("missing.safetensors")), nn::SafetensorsError);
+    CHECK_THROWS_AS(pair.adam.load(dir.file("missing.safetensors")), tg::SafetensorsError);
     pair.check_intact();
   }
 
@@ -1029,8 +958,8 @@ TEST_SUITE("optim") {
       SGD opt({{.params = {a}, .lr = 0.2}, {.params = {b}}}, {.lr = 0.05});
       std::unique_ptr<LRScheduler> sched = make(opt);
       for (int i = 0; i < 4; ++i) sched->step();
-      const nn::Metadata state = sched->state_dict();
-      const StateDict opt_state = opt.state_dict();
+      const tg::Metadata state = sched->state_dict();
+      const optim::StateDict opt_state = opt.state_dict();
       CHECK(state.at("last_epoch") == "4");
 
       Tensor c = zeros({2}, true), d = zeros({2}, true);
@@ -1088,9 +1017,9 @@ TEST_SUITE("optim") {
 
     StepLR sched(opt, {.step_size = 2});
     sched.step();
-    const nn::Metadata good = sched.state_dict();
+    const tg::Metadata good = sched.state_dict();
     auto expect = [&](const std::string& key, const std::string& value, const std::string& fragment) {
-      nn::Metadata bad = good;
+      tg::Metadata bad = good;
       bad[key] = value;
       CAPTURE(fragment);
       CHECK_THROWS_WITH_AS(sched.load_state_dict(bad), doctest::Contains(fragment.c_str()),

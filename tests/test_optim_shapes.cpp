@@ -20,23 +20,21 @@
 
 using namespace tg;
 using namespace tg::optim;
+using tg::test::check_same_state;
+using tg::test::make_optimizer;
 using tg::test::TempDir;
 using tg::test::to_array;
 
 namespace {
 
-void set_grad(Tensor& p, Array g) {
-  p.grad_mut().clear();
-  p.grad_mut().add(std::move(g), p.shape());
-}
+using tg::test::set_grad;  // here, beside the overload below, so that neither hides the other
 
 // The listed rows of a dense [rows, cols] gradient, as backward() of an Embedding gives them.
 void set_sparse_grad(Tensor& p, const Array& g, const std::vector<int64_t>& rows) {
   xt::xtensor<float, 2> values = xt::empty<float>({rows.size(), g.shape()[1]});
   for (std::size_t i = 0; i < rows.size(); ++i)
     for (std::size_t c = 0; c < g.shape()[1]; ++c) values(i, c) = g(static_cast<std::size_t>(rows[i]), c);
-  p.grad_mut().clear();
-  p.grad_mut().add(SparseRows{rows, std::move(values), g.shape()[0]}, p.shape());
+  set_grad(p, SparseRows{rows, std::move(values), g.shape()[0]});
 }
 
 void set_grad(Tensor& p, const Array& g, bool sparse, const std::vector<int64_t>& rows) {
@@ -55,16 +53,6 @@ std::string invalid_argument_of(F f) {
     return e.what();
   }
   return "";
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& c, std::vector<Tensor> params) {
-  const std::string name = c.at("optimizer");
-  const nlohmann::json& o = c.at("options");
-  if (name == "SGD")
-    return std::make_unique<SGD>(params, SGDOptions{.lr = o.at("lr"), .momentum = o.value("momentum", 0.0)});
-  if (name == "AdamW") return std::make_unique<AdamW>(params, AdamWOptions{.lr = o.at("lr")});
-  // SparseAdam: our Adam takes the sparse gradients itself (adam.hpp).
-  return std::make_unique<Adam>(params, AdamOptions{.lr = o.at("lr"), .amsgrad = o.value("amsgrad", false)});
 }
 
 // The optimizers whose state a shape change breaks, with dense or sparse gradients.
@@ -117,13 +105,6 @@ struct Model {
     opt->step();
   }
 };
-
-// Both optimizers hold the same state, bit by bit.
-void check_same_state(const Optimizer& a, const Optimizer& b) {
-  const StateDict x = a.state_dict(), y = b.state_dict();
-  CHECK(x.metadata == y.metadata);
-  CHECK(x.tensors == y.tensors);
-}
 
 }  // namespace
 
@@ -213,7 +194,7 @@ TEST_SUITE("optim") {
         CAPTURE(kind.name);
         CAPTURE(shape_str(shape));
         Model model(kind);
-        const StateDict before = model.opt->state_dict();
+        const optim::StateDict before = model.opt->state_dict();
         const Array fc_before = model.fc.value();
         model.fc.value_mut() = ramp(shape, 1, 0);
         const std::string what = invalid_argument_of([&] { (void)model.opt->state_dict(); });
@@ -226,7 +207,7 @@ TEST_SUITE("optim") {
         CHECK_THROWS_AS(save_checkpoint(path, {.optimizer = model.opt.get()}), std::invalid_argument);
         CHECK(!std::filesystem::exists(path));
         model.fc.value_mut() = fc_before;
-        const StateDict after = model.opt->state_dict();
+        const optim::StateDict after = model.opt->state_dict();
         CHECK(after.metadata == before.metadata);
         CHECK(after.tensors == before.tensors);
       }
@@ -242,7 +223,7 @@ TEST_SUITE("optim") {
         CAPTURE(kind.name);
         CAPTURE(shape_str(shape));
         Model saved(kind);
-        const StateDict state = saved.opt->state_dict();
+        const optim::StateDict state = saved.opt->state_dict();
         saved.opt->save(dir.file("opt.safetensors"));
         save_checkpoint(dir.file("run.ckpt"), {.optimizer = saved.opt.get()});
 

@@ -396,7 +396,7 @@ TEST_SUITE("core.tape") {
   TEST_CASE("load_state_dict and max_norm renormalisation count as in-place writes") {
     tg::nn::Linear fc(2, 2);
     Tensor loss = tg::sum(fc(tg::ones({1, 2}, true)));  // the input needs a gradient: backward reads the weight
-    const tg::nn::StateDict state = fc.state_dict();
+    const tg::StateDict state = fc.state_dict();
     fc.load_state_dict(state);  // same values, but written in place
     CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("op 'linear'"), std::logic_error);
 

@@ -371,8 +371,8 @@ void save_run(const std::string& path, Run& run, const Options& o, const Saved& 
 // Reads what a checkpoint says about itself; load_into() then loads the weights
 // (and the optimizer's state) into a model built with these sizes.
 Saved read_saved(const std::string& path) {
-  const tg::nn::StateDict tensors = tg::nn::load_safetensors(path);
-  tg::nn::Metadata meta = tg::nn::load_safetensors_metadata(path);
+  const tg::StateDict tensors = tg::load_safetensors(path);
+  tg::Metadata meta = tg::load_safetensors_metadata(path);
   if (meta["user.format"] != bow_format || !tensors.count("model.bag.weight") ||
       !tensors.count("model.head.weight"))
     throw std::runtime_error(path + ": not a checkpoint saved by bow_classifier --save");

@@ -86,7 +86,7 @@ def clip_case(max_norm, norm_type):
     # Clip the densified gradient: PyTorch 1.13's clip_grad_norm_ has no max()
     # for sparse tensors, and its in-place scaling of a sparse gradient is lost
     # (it scales a detached alias). The dense gradient gives the intended result.
-    if math.isinf(norm_type):  # what the README says: inf raises on a sparse gradient
+    if math.isinf(norm_type):  # docs/nn-and-optim.md: inf raises on a sparse gradient
         sparse_grads = [p.grad.clone() for p in (emb.weight, lin.weight, lin.bias)]
         try:
             torch.nn.utils.clip_grad_norm_([emb.weight, lin.weight, lin.bias], max_norm, norm_type)

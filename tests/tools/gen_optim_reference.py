@@ -32,19 +32,17 @@ Layout (arrays are {"shape": [...], "data": [...]}, row-major):
                   load_state_dict(state_dict()) after step 3, on fresh parameters}
 """
 import copy
-import json
-import os
-import re
 
 import torch
+
+from reference import f32_values, write_indented
 
 STEPS = 5
 SCALES = [1.0, 3.0, 0.5, 0.2, 1.0]  # gradient size per step; shrinking v exercises amsgrad
 
 
 def array(t):
-    # 9 significant digits round-trip a float32 exactly.
-    return {"shape": list(t.shape), "data": [float(f"{x:.9g}") for x in t.flatten().tolist()]}
+    return {"shape": list(t.shape), "data": f32_values(t)}
 
 
 def dense_case(gen, optimizer, options, missing_bias_grad_at=None):
@@ -265,13 +263,7 @@ def main():
     }
     out = {"torch_version": torch.__version__, "dense": dense, "sparse": sparse}
     out.update(training_loop_cases())
-    path = os.path.join(os.path.dirname(__file__), "..", "data", "optim_reference.json")
-    text = json.dumps(out, indent=1)
-    # One line per list of numbers, so the file stays readable and diffs stay small.
-    text = re.sub(r"\[[-0-9.e,\s]*\]", lambda m: " ".join(m.group(0).split()), text)
-    text = re.sub(r"\[\s*(\[[-0-9.e, ]*\],?\s*)+\]", lambda m: " ".join(m.group(0).split()), text)
-    with open(path, "w") as f:
-        f.write(text + "\n")
+    write_indented("optim_reference", out, join_rows=True)
 
 
 if __name__ == "__main__":

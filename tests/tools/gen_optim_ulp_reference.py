@@ -2,7 +2,8 @@
 """Writes tests/data/optim_ulp_reference.json: PyTorch 1.13's parameter values,
 float32 for float32, after each optimizer step on inputs that tests/test_optim.cpp
 builds from the same formula, so the test can count in ulps how far our
-updates are from PyTorch's (the README states the result).
+updates are from PyTorch's (docs/nn-and-optim.md, "optim: one optimizer for
+dense and row-sparse parameters", states the result).
 
 Run with Debian's python3-torch (PyTorch 1.13), on the kind of machine the
 numbers describe (PyTorch picks its CPU kernels at run time: AVX2 here):
@@ -22,11 +23,9 @@ Layout:
       at step s (0-based) the gradient lists the rows r with (r + s) % 3 != 0, their
       values grad_scale * formula(grad_seed + s) taken row-major over the listed rows.
 """
-import json
-import os
-import re
-
 import torch
+
+from reference import f32_values, write_indented
 
 torch.set_num_threads(1)
 
@@ -44,11 +43,6 @@ def formula(seed, n):
                          for i in range(n)], dtype=torch.float32)
 
 
-def values(t):
-    # 9 significant digits give back the same float32.
-    return [float(f"{x:.9g}") for x in t.flatten().tolist()]
-
-
 SIZE = 259  # 32 AVX2 vectors and a tail of 3
 STEPS = 5
 
@@ -62,7 +56,7 @@ def dense_case(optimizer, options, case_index, grad_scale=1.0):
     for seed in grad_seeds:
         p.grad = formula(seed, SIZE) * grad_scale
         opt.step()
-        expected.append(values(p.detach()))
+        expected.append(f32_values(p.detach()))
     return {"optimizer": optimizer, "options": options, "size": SIZE, "param_seed": param_seed,
             "grad_seeds": grad_seeds, "grad_scale": grad_scale, "expected": expected}
 
@@ -77,7 +71,7 @@ def sparse_adam_case(rows=64, cols=8, steps=20, lr=0.05, grad_scale=1e-3):
         p.grad = torch.sparse_coo_tensor([listed], vals, (rows, cols)).coalesce()
         opt.step()
     return {"options": {"lr": lr}, "shape": [rows, cols], "param_seed": param_seed, "grad_seed": grad_seed,
-            "grad_scale": grad_scale, "steps": steps, "expected_last": values(p.detach())}
+            "grad_scale": grad_scale, "steps": steps, "expected_last": f32_values(p.detach())}
 
 
 def main():
@@ -97,11 +91,7 @@ def main():
            next((l.split(":")[1].strip() for l in torch.__config__.show().split("\n")
                  if "CPU capability usage" in l), "unknown"),
            "dense": dense, "sparse_adam": sparse_adam_case()}
-    path = os.path.join(os.path.dirname(__file__), "..", "data", "optim_ulp_reference.json")
-    text = json.dumps(out, indent=1)
-    text = re.sub(r"\[[-0-9.e,\s]*\]", lambda m: " ".join(m.group(0).split()), text)
-    with open(path, "w") as f:
-        f.write(text + "\n")
+    write_indented("optim_ulp_reference", out)
 
 
 if __name__ == "__main__":

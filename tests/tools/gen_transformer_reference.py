@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from names_gpt_reference import GPT, CausalSelfAttention, TransformerBlock
-from reference import arr, iarr, write
+from reference import arr, module_case, write
 
 torch.manual_seed(97531)
 
@@ -96,39 +96,6 @@ check_against_multihead(12, 1)
 
 
 # ---- modules: state dicts by name, outputs and gradients.
-def randomize(module):
-    """LayerNorm starts at ones and zeros; other numbers test more."""
-    with torch.no_grad():
-        for m in module.modules():
-            if isinstance(m, nn.LayerNorm):
-                m.weight.normal_(1.0, 0.5)
-                m.bias.normal_(0.0, 0.5)
-
-
-def module_case(model, x, target=None):
-    """Eval mode (no dropout); the loss is sum(out * w), or the cross-entropy over every position."""
-    model.eval()
-    randomize(model)
-    if x.is_floating_point():
-        x = x.clone().requires_grad_(True)
-    c = {"state_dict": [[k, arr(v)] for k, v in model.state_dict().items()],
-         "input": arr(x) if x.is_floating_point() else iarr(x)}
-    out = model(x)
-    if target is None:
-        w = torch.randn(out.shape)
-        loss = (out * w).sum()
-        c["w"] = arr(w)
-    else:
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
-        c["target"] = iarr(target)
-        c["loss"] = float(loss)
-    loss.backward()
-    c["out"] = arr(out)
-    c["grads"] = [[k, arr(p.grad)] for k, p in model.named_parameters()]
-    c["grad_input"] = arr(x.grad) if x.is_floating_point() else None
-    return c
-
-
 ref["attention"] = module_case(CausalSelfAttention(8, 2), randn(2, 5, 8))
 ref["attention_one_head"] = module_case(CausalSelfAttention(6, 1), randn(3, 4, 6))
 ref["block"] = module_case(TransformerBlock(8, 2), randn(2, 6, 8))

@@ -43,6 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from reference import read_names, split_names
+
 CONTEXT, EMBED, HEADS, LAYERS, DROPOUT = 16, 64, 4, 2, 0.1
 BATCH, LR, MIN_LR, WARMUP, WEIGHT_DECAY, CLIP = 32, 3e-3, 3e-4, 100, 0.1, 1.0
 VOCAB = 27
@@ -111,11 +113,6 @@ class GPT(nn.Module):
         return self.head(self.ln(self.blocks(h)))
 
 
-def read_names(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
-
-
 def encode(names):
     """x [N, CONTEXT]: '.' then the letters, padded with 0; y: the letters then '.', padded with -1."""
     x = torch.zeros(len(names), CONTEXT, dtype=torch.long)
@@ -176,12 +173,11 @@ def main():
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    names = read_names(args.data)
-    n_train = len(names) * 9 // 10
-    x_train, y_train = encode(names[:n_train])
-    x_dev, y_dev = encode(names[n_train:])
+    train, dev = split_names(read_names(args.data))
+    x_train, y_train = encode(train)
+    x_dev, y_dev = encode(dev)
     chars = lambda y: int((y >= 0).sum())
-    print(f"data: {args.data}: {len(names)} names ({n_train} train, {len(names) - n_train} dev), "
+    print(f"data: {args.data}: {len(train) + len(dev)} names ({len(train)} train, {len(dev)} dev), "
           f"{chars(y_train)} train and {chars(y_dev)} dev characters")
 
     model = GPT(VOCAB, CONTEXT, EMBED, HEADS, LAYERS, DROPOUT)

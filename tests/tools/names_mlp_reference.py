@@ -22,12 +22,9 @@ import argparse
 import torch
 from torch import nn
 
+from reference import read_names, split_names
+
 CONTEXT = 3
-
-
-def read_names(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
 
 
 def build(names):
@@ -55,11 +52,10 @@ def main():
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    names = read_names(args.data)
-    n_train = len(names) * 9 // 10
-    x_train, y_train = build(names[:n_train])
-    x_dev, y_dev = build(names[n_train:])
-    print(f"data: {args.data}: {len(names)} names ({n_train} train, {len(names) - n_train} dev), "
+    train, dev = split_names(read_names(args.data))
+    x_train, y_train = build(train)
+    x_dev, y_dev = build(dev)
+    print(f"data: {args.data}: {len(train) + len(dev)} names ({len(train)} train, {len(dev)} dev), "
           f"{len(x_train)} train and {len(x_dev)} dev examples")
 
     model = nn.Sequential(nn.Embedding(27, args.dim), nn.Flatten(), nn.Linear(CONTEXT * args.dim, args.hidden),

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tg::nn {
+namespace tg {
 
 // The data section is copied byte for byte between the file and float arrays.
 static_assert(std::endian::native == std::endian::little,
@@ -247,4 +247,4 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   }
 }
 
-}  // namespace tg::nn
+}  // namespace tg

@@ -13,15 +13,22 @@
 // Reading checks the whole header before reading any data: every error
 // (truncated file, bad JSON, overlapping or out-of-range offsets, wrong sizes,
 // another dtype, duplicate names) throws SafetensorsError naming the file.
+//
+// nn::Module's save()/load(), the optimizers' save()/load() and checkpoints
+// (optim/checkpoint.hpp) all write and read their state through these.
 #pragma once
 
 #include <map>
 #include <stdexcept>
 #include <string>
 
-#include "module.hpp"
+#include "array.hpp"
 
-namespace tg::nn {
+namespace tg {
+
+// Tensor name ("fc.weight") -> values: what a file holds, and what
+// nn::Module::state_dict() returns.
+using StateDict = std::map<std::string, Array>;
 
 struct SafetensorsError : std::runtime_error {
   // what(): "safetensors: <path>: <reason>"
@@ -30,6 +37,7 @@ struct SafetensorsError : std::runtime_error {
   std::string path;
 };
 
+// The header's "__metadata__": strings by name.
 using Metadata = std::map<std::string, std::string>;
 
 // Throws SafetensorsError when the file cannot be written (the old file, if
@@ -39,4 +47,4 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
 StateDict load_safetensors(const std::string& path);
 Metadata load_safetensors_metadata(const std::string& path);
 
-}  // namespace tg::nn
+}  // namespace tg
