@@ -39,6 +39,7 @@ struct Args {
   // reset to undefined, PyTorch's set_to_none; what tapegrad's zero_grad does anyway).
   std::string ids, model = "embedding", optim = "sgd", zero_grad = "idiomatic";
   int64_t dim = 64, batch = 32, warmup = 8, repeats = 5, max_steps = 200;
+  int64_t threads = 1;  // the library's own threads (tg::set_num_threads, at::set_num_threads)
   double target_ms = 300, lr = -1;  // lr: 0.1 for sgd, 0.01 for adam (bow_classifier's)
 };
 
@@ -48,13 +49,14 @@ inline Args parse_args(int argc, char** argv) {
       argc, argv,
       {{"--ids", &a.ids}, {"--model", &a.model}, {"--optim", &a.optim}, {"--dim", &a.dim}, {"--batch", &a.batch},
        {"--warmup", &a.warmup}, {"--repeats", &a.repeats}, {"--max-steps", &a.max_steps},
-       {"--target-ms", &a.target_ms}, {"--lr", &a.lr}, {"--zero-grad", &a.zero_grad}});
+       {"--target-ms", &a.target_ms}, {"--lr", &a.lr}, {"--zero-grad", &a.zero_grad},
+       {"--threads", &a.threads}});
   if (!rest.empty()) throw std::invalid_argument("unexpected argument '" + rest[0] + "'");
   if (a.ids.empty()) throw std::invalid_argument("--ids FILE is required");
   if (a.model != "embedding" && a.model != "linear") throw std::invalid_argument("--model embedding|linear");
   if (a.optim != "sgd" && a.optim != "adam") throw std::invalid_argument("--optim sgd|adam");
   if (a.zero_grad != "idiomatic" && a.zero_grad != "none") throw std::invalid_argument("--zero-grad idiomatic|none");
-  if (a.warmup < 1 || a.repeats < 1 || a.max_steps < 1) throw std::invalid_argument("counts must be >= 1");
+  if (a.warmup < 1 || a.repeats < 1 || a.max_steps < 1 || a.threads < 1) throw std::invalid_argument("counts must be >= 1");
   if (a.lr < 0) a.lr = a.optim == "sgd" ? 0.1 : 0.01;
   return a;
 }

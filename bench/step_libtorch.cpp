@@ -36,7 +36,7 @@ std::size_t state_bytes(torch::optim::Optimizer& opt) {
 }
 
 int run(const bench::Args& a) {
-  at::set_num_threads(1);
+  at::set_num_threads(static_cast<int>(a.threads));
   at::set_num_interop_threads(1);
   const long rss_start = bench::status_kb("VmRSS");
   const bench::Corpus corpus = bench::read_corpus(a.ids);

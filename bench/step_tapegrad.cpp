@@ -49,6 +49,7 @@ std::unique_ptr<tg::optim::Optimizer> make_optimizer(const bench::Args& a, std::
 }
 
 int run(const bench::Args& a) {
+  tg::set_num_threads(static_cast<std::size_t>(a.threads));
   const long rss_start = bench::status_kb("VmRSS");
   const bench::Corpus corpus = bench::read_corpus(a.ids);
   const std::size_t vocab = static_cast<std::size_t>(corpus.vocab), dim = static_cast<std::size_t>(a.dim);

@@ -14,6 +14,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xoperation.hpp>
 #include <xtensor/xsort.hpp>
+#include <xtensor/xview.hpp>
 
 #include "dispatch.hpp"
 #include "factories.hpp"
@@ -156,11 +157,15 @@ static std::size_t leading_rows(const Shape& s) {
 
 // C[m, n] = op(A)[m, k] * op(B)[k, n] (+ C if accumulate), row-major, through
 // xtensor-blas's gemm: the operands are views of the buffers (no copies) and a
-// transpose is a flag to BLAS, never a transposed copy.
+// transpose is a flag to BLAS, never a transposed copy. C's rows are
+// independent: a large product is split by rows across threads
+// (core/parallel.hpp), one single-threaded BLAS call per block. BLAS packs its
+// operands into panels whatever their layout, and a row's sums run over k in
+// the same order in any block, so the rows come out the same for any split
+// (tests/test_parallel.cpp checks it).
 static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* A,
                  const float* B, float* C, bool accumulate = false) {
   if (m == 0 || n == 0) return;
-  get_num_threads();  // the first call gives OpenBLAS tapegrad's thread count (core/parallel.hpp)
   if (k == 0) {  // an empty sum: BLAS would reject the zero leading dimension
     if (!accumulate) std::fill(C, C + m * n, 0.0f);
     return;
@@ -168,8 +173,19 @@ static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
   using Shape2 = std::array<std::size_t, 2>;
   const auto a = xt::adapt(A, m * k, xt::no_ownership(), trans_a ? Shape2{k, m} : Shape2{m, k});
   const auto b = xt::adapt(B, k * n, xt::no_ownership(), trans_b ? Shape2{n, k} : Shape2{k, n});
-  auto c = xt::adapt(C, m * n, xt::no_ownership(), Shape2{m, n});
-  xt::blas::gemm(a, b, c, trans_a, trans_b, 1.0f, accumulate ? 1.0f : 0.0f);
+  const float beta = accumulate ? 1.0f : 0.0f;
+  parallel_for(m, std::max<std::size_t>(1, (std::size_t{1} << 15) / (n * k)), [&](std::size_t lo, std::size_t hi) {
+    auto c = xt::adapt(C + lo * n, (hi - lo) * n, xt::no_ownership(), Shape2{hi - lo, n});
+    if (lo == 0 && hi == m) {
+      xt::blas::gemm(a, b, c, trans_a, trans_b, 1.0f, beta);
+    } else if (!trans_a) {  // rows lo..hi of A
+      const auto rows = xt::adapt(A + lo * k, (hi - lo) * k, xt::no_ownership(), Shape2{hi - lo, k});
+      xt::blas::gemm(rows, b, c, false, trans_b, 1.0f, beta);
+    } else {  // columns lo..hi of A, copied together: [k, hi - lo]
+      const xt::xtensor<float, 2> columns = xt::view(a, xt::all(), xt::range(lo, hi));
+      xt::blas::gemm(columns, b, c, true, trans_b, 1.0f, beta);
+    }
+  });
 }
 
 // ------------------------------------------------------- elementwise binary
@@ -643,10 +659,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   out_shape.insert(out_shape.end(), {n, m});
   Array out = empty_array("matmul", out_shape);
   const float *A = a.value().data(), *B = b.value().data();
-  for (std::size_t i = 0; i < a_src.size(); ++i)
-    gemm(false, false, n, m, k, A + a_src[i] * n * k, B + b_src[i] * k * m, out.data() + i * n * m);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(n * m * k, 1));
+  parallel_for(a_src.size(), grain, [&](std::size_t lo, std::size_t hi) {  // the products are independent
+    for (std::size_t i = lo; i < hi; ++i)
+      gemm(false, false, n, m, k, A + a_src[i] * n * k, B + b_src[i] * k * m, out.data() + i * n * m);
+  });
 
-  return record("matmul", std::move(out), {a, b}, [n, k, m, a_src, b_src](const Array& g, const Node& node, Grads& d) {
+  return record("matmul", std::move(out), {a, b}, [n, k, m, grain, a_src, b_src](const Array& g, const Node& node, Grads& d) {
                   // A matrix used by several products (a broadcast one) gets the sum
                   // of their gradients: the first GEMM writes, the others add.
                   auto grads_of = [&](std::size_t input, const std::vector<std::size_t>& src, std::size_t size,
@@ -655,13 +674,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                     std::size_t count = 1;  // matrices in this input
                     for (std::size_t j = 0; j + 2 < shape.size(); ++j) count *= shape[j];
                     Array gx = xt::empty<float>(shape);
-                    std::vector<bool> written(count, false);
-                    for (std::size_t i = 0; i < src.size(); ++i) {
-                      product(i, gx.data() + src[i] * size, written[src[i]]);
-                      written[src[i]] = true;
+                    if (count == src.size()) {  // not broadcast: each product writes a matrix of its own
+                      parallel_for(count, grain, [&](std::size_t lo, std::size_t hi) {
+                        for (std::size_t i = lo; i < hi; ++i) product(i, gx.data() + src[i] * size, false);
+                      });
+                    } else {
+                      std::vector<bool> written(count, false);
+                      for (std::size_t i = 0; i < src.size(); ++i) {
+                        product(i, gx.data() + src[i] * size, written[src[i]]);
+                        written[src[i]] = true;
+                      }
+                      for (std::size_t j = 0; j < written.size(); ++j)  // in no product (an empty batch)
+                        if (!written[j]) std::fill_n(gx.data() + j * size, size, 0.0f);
                     }
-                    for (std::size_t j = 0; j < written.size(); ++j)  // in no product (an empty batch)
-                      if (!written[j]) std::fill_n(gx.data() + j * size, size, 0.0f);
                     d[input] = std::move(gx);
                   };
                   const float *A = node.input(0).data(), *B = node.input(1).data();

@@ -40,7 +40,13 @@ std::size_t threads_from_environment() {
 // caller's; worker w runs chunk w + 1 of every job that has one for it.
 class Pool {
  public:
-  explicit Pool(std::size_t threads) { resize(threads); }
+  explicit Pool(std::size_t threads) {
+    // The matrix products split their rows across this pool, one BLAS call per
+    // block: OpenBLAS's own threads would only compete with it. Unless the
+    // environment says otherwise.
+    if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(1);
+    resize(threads);
+  }
   ~Pool() { stop_workers(); }
 
   std::size_t size() const { return size_.load(std::memory_order_relaxed); }
@@ -51,7 +57,6 @@ class Pool {
     for (std::size_t w = 0; w + 1 < threads; ++w)
       workers_.emplace_back([this, w, seen = generation_] { work(w + 1, seen); });
     size_ = threads;
-    if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(static_cast<int>(threads));
   }
 
   // Runs chunk(c) for c in [0, chunks), chunks <= size(); chunk 0 on this thread.

@@ -1,11 +1,15 @@
 // Threads inside tapegrad's own loops (PyTorch: torch.set_num_threads).
 //
 // A few loops are worth splitting across cores: EmbeddingBag's sums and its
-// gradient rows, the optimizers' row updates, and the matrix products (OpenBLAS
-// runs those with the same count, unless OPENBLAS_NUM_THREADS is set). Each such loop hands parallel_for() a range
-// of independent pieces (bags, gradient rows, weight rows); every piece is
-// computed by the same instructions in the same order whichever thread runs it,
-// so a result has the same bits with 1, 2 or 64 threads (tests/test_parallel.cpp).
+// gradient rows, the optimizers' row updates, and the matrix products (by rows
+// of the result, one BLAS call per block; OpenBLAS itself is kept on one
+// thread unless OPENBLAS_NUM_THREADS is set). Each such loop hands
+// parallel_for() a range of independent pieces (bags, rows). In the embedding
+// and optimizer loops every piece is computed by the same instructions in the
+// same order whichever thread runs it, so their results have the same bits
+// with 1, 2 or 64 threads; a product's bits are the same for one thread count,
+// close across counts (BLAS may round a block's edge rows differently).
+// tests/test_parallel.cpp holds both.
 //
 //   tg::set_num_threads(4);     // or TAPEGRAD_NUM_THREADS=4 in the environment
 //
@@ -23,7 +27,7 @@
 
 namespace tg {
 
-// Threads the parallel loops (and OpenBLAS) may use, the caller included.
+// Threads the parallel loops may use, the caller included.
 // Throws std::invalid_argument for 0. Not to be called while a loop runs.
 void set_num_threads(std::size_t n);
 std::size_t get_num_threads();
