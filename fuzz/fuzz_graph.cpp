@@ -30,6 +30,10 @@
 //     bit for bit the gradients it gives with the values the ops saw put back
 //     (a backward that read the written values would give others). Whatever it
 //     refuses for, no gradient changes at all;
+//   - what the reference's tolerances cannot see, on a graph of the check's own:
+//     masked_fill with NaN where its mask is set gives the fill value there bit
+//     for bit and a gradient of exactly 0 (the seed elsewhere); gelu is within
+//     6e-7 |x| of its formula in double;
 //   - otherwise every leaf in the graph gains d(sum(w * root))/d(leaf), which
 //     central differences on the reference give (see `smooth` for when they can
 //     be trusted), and every other leaf keeps its gradient bit for bit (a leaf
@@ -48,8 +52,11 @@
 #include <cstdlib>
 #include <cctype>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
+#include <numbers>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -169,6 +176,9 @@ Array to_array(const Val& x) {
 // What one evaluation of the reference met on its way.
 struct Check {
   bool wild = false;              // a pole, NaN or a huge value: float and double may part
+  // The infinities in the output are constants the op put there (masked_fill's
+  // -inf): the same in float and double, and not moved by central differences.
+  bool exact_infinities = false;
   bool kink = false;              // within `margin` of a kink: relu's 0, a tie in max, a clamp bound, ...
   std::vector<int64_t> branches;  // relu signs, max positions, clamp sides, where picks, in order
 };
@@ -314,6 +324,9 @@ struct Params {
   std::optional<float> lo, hi;  // clamp's bounds
   bool cond_moves = false;      // where's condition can move under central differences
   int64_t start = 0, length = 0;  // narrow
+  std::vector<int64_t> dims;      // permute's
+  int64_t diagonal = 0;           // tril, triu
+  std::string approximate;        // gelu's form
   Shape normalized;               // layer_norm's normalized_shape
   float eps = 1e-5f;
   float p = 0;  // dropout
@@ -358,6 +371,9 @@ struct Op {
   // treats as constants (Embedding's padding row); null while computing it.
   Val (*ref)(const Vals&, const Params&, Check&, const Val* base);
   unsigned constant_operands = 0;  // bit i: operand i gets no gradient (where's condition)
+  // Checks of an accepted call that the reference cannot make (run after it,
+  // with grad mode on): exact values and gradients on a graph of its own.
+  void (*also)(const Tensors& in, const Params&, const Tensor& out, const std::string& call) = nullptr;
 };
 
 bool dim_ok(int64_t d, std::size_t rank) {
@@ -1409,6 +1425,204 @@ Val ref_layer_norm(const Vals& x, const Params& p, Check& c, const Val*) {
   return r;
 }
 
+// --- permute, tril and triu, masked_fill, gelu
+
+// A permutation of the input's dims, some of them written negative; now and
+// then a wrong one: a dim left out or one too many, a dim named twice (maybe
+// once negative), a dim out of range.
+void draw_permute(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const int64_t r = static_cast<int64_t>(pr.shape(c.in[0]).size());
+  const uint8_t b = pr.in().byte();
+  std::vector<int64_t>& dims = c.p.dims;
+  dims.resize(static_cast<std::size_t>(r));
+  std::iota(dims.begin(), dims.end(), 0);
+  for (std::size_t i = dims.size(); i > 1; --i) std::swap(dims[i - 1], dims[pr.in().byte() % i]);
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if ((b >> (4 + i)) & 1) dims[i] -= r;
+  switch (b % 16) {
+    case 0:  // too short (for a 0-d tensor: too long)
+      if (r > 0) dims.pop_back(); else dims.push_back(0);
+      break;
+    case 1: dims.push_back(r > 0 ? dims[0] : 0); break;  // too long
+    case 2:  // a dim twice, the second time maybe written the other way
+      if (r > 1) dims[1] = b & 0x80 ? (dims[0] < 0 ? dims[0] + r : dims[0] - r) : dims[0];
+      break;
+    case 3:  // out of range, on either side
+      if (r > 0) dims[b % dims.size()] = b & 0x80 ? r : -r - 1;
+      break;
+  }
+}
+
+Expect predict_permute(const Shapes& s, const Params& p) {
+  const std::size_t r = s[0].size();
+  if (p.dims.size() != r) return fails_shape();
+  std::vector<bool> named(r);
+  Shape out;
+  for (int64_t d : p.dims) {
+    if (!dim_ok(d, r) || named[axis(d, r)]) return fails_shape();
+    named[axis(d, r)] = true;
+    out.push_back(s[0][axis(d, r)]);
+  }
+  return gives(out);
+}
+
+// out[i_0, .., i_r-1] = a[j] with j[dims[k]] = i_k.
+Val ref_permute(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val& a = *x[0];
+  const std::size_t r = a.shape.size();
+  Shape out(r);
+  for (std::size_t k = 0; k < r; ++k) out[k] = a.shape[axis(p.dims[k], r)];
+  Val y = zeros(out);
+  std::vector<std::size_t> at(r);  // where in a
+  for (std::size_t flat = 0; flat < y.v.size(); ++flat) {
+    std::size_t f = flat;
+    for (std::size_t k = r; k-- > 0;) {
+      at[axis(p.dims[k], r)] = f % out[k];
+      f /= out[k];
+    }
+    std::size_t src = 0;
+    for (std::size_t d = 0; d < r; ++d) src = src * a.shape[d] + at[d];
+    y.v[flat] = a.v[src];
+  }
+  return y;
+}
+
+// A diagonal within the matrices' sizes (at most 3) and beyond them on either
+// side; seldom one at the ends of int64_t.
+void draw_triangle(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const uint8_t b = pr.in().byte();
+  c.p.diagonal = b >= 0xFC ? (b & 1 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min()) : static_cast<int64_t>(b % 11) - 5;
+}
+
+Expect predict_triangle(const Shapes& s, const Params&) {
+  return s[0].size() < 2 ? fails_shape() : gives(s[0]);
+}
+
+// Element (i, j) of each matrix kept where j - i <= diagonal (tril) or >= diagonal (triu).
+template <bool lower>
+Val ref_triangle(const Vals& x, const Params& p, Check&, const Val*) {
+  Val y = *x[0];
+  const std::size_t rows = y.shape[y.shape.size() - 2], cols = y.shape.back();
+  for (std::size_t k = 0; k < y.v.size(); ++k) {
+    const int64_t i = static_cast<int64_t>(k / cols % rows), j = static_cast<int64_t>(k % cols);
+    if (lower ? j - i > p.diagonal : j - i < p.diagonal) y.v[k] = 0;
+  }
+  return y;
+}
+
+// A shape that does not broadcast with s (s itself when all its dims are 1).
+Shape clash(Shape s) {
+  for (std::size_t& d : s)
+    if (d != 1) {
+      d = d == 0 ? 2 : d + 1;
+      break;
+    }
+  return s;
+}
+
+// The fill value: one of the scalars, or -inf (attention's mask).
+float fill_from(uint8_t b) {
+  return b % 9 == 8 ? -INFINITY : scalar_from(b);
+}
+
+// A mask of 0s and 1s (now and then another non-zero) that broadcasts with a;
+// now and then one that does not, or any tensor the program holds.
+void draw_masked_fill(Program& pr, Call& c) {
+  const int a = pr.pick();
+  const uint8_t b = pr.in().byte();
+  const Shape s = b % 8 == 0 ? clash(pr.shape(a)) : partner(pr.shape(a), pr.in().byte());
+  const int mask = b % 8 == 1 ? pr.pick() : pr.fresh_mask(s);
+  c.in = {a, mask};
+  c.p.s = fill_from(pr.in().byte());
+  c.p.cond_moves = pr.requires_grad(mask);  // as where's condition
+}
+
+Val ref_masked_fill(const Vals& x, const Params& p, Check& c, const Val*) {
+  c.exact_infinities = true;
+  return binary(*x[0], *x[1], [&](double a, double m) {
+    if (p.cond_moves) c.kink |= !(std::abs(m) >= margin);
+    c.branches.push_back(m != 0);
+    return m != 0 ? double(p.s) : a;
+  });
+}
+
+Array seed_weights(const Shape& s);
+
+// On a graph of its own, with NaN put into a wherever the mask is set: the
+// filled places hold the value bit for bit and pass no gradient, the others
+// hold a's value and pass the gradient on (sums of the seed weights are exact
+// in float, so the gradient must be too).
+void check_masked_fill(const Tensors& t, const Params& p, const Tensor&, const std::string& call) {
+  const Shape as = t[0].shape(), ms = t[1].shape(), os = *broadcast(as, ms);
+  Array a = t[0].value();
+  const Array& m = t[1].value();
+  auto filled = [&](std::size_t i) { return m.data()[source(i, os, ms)] != 0.0f; };
+  for (std::size_t i = 0; i < numel(os); ++i)
+    if (filled(i)) a.data()[source(i, os, as)] = NAN;
+  const Array w = seed_weights(os);
+  Val want = zeros(as);
+  for (std::size_t i = 0; i < numel(os); ++i)
+    if (!filled(i)) want.v[source(i, os, as)] += w.data()[i];
+  Tensor x(a, true);
+  const Tensor y = tg::masked_fill(x, Tensor(m), p.s);
+  for (std::size_t i = 0; i < numel(os); ++i) {
+    const float expect = filled(i) ? p.s : a.data()[source(i, os, as)];
+    FUZZ_EXPECT(std::memcmp(&y.value().data()[i], &expect, sizeof(float)) == 0,
+                call + ", with NaN where the mask is set: element " + std::to_string(i) + " is " +
+                    std::to_string(y.value().data()[i]) + ", expected " + std::to_string(expect));
+  }
+  y.backward(w);
+  const Val g = of(x.grad_dense());
+  for (std::size_t k = 0; k < g.v.size(); ++k)
+    FUZZ_EXPECT(g.v[k] == want.v[k], call + ", with NaN where the mask is set: gradient " + vals_str(g) +
+                                         ", expected " + vals_str(want));
+}
+
+// "none", "tanh", the default (no argument), or a form gelu does not know.
+void draw_gelu(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  static const char* const forms[] = {"none", "tanh", "none", "tanh", "", "erf", "Tanh", "tanh "};
+  const uint8_t b = pr.in().byte();
+  c.p.approximate = forms[b % 8];
+  c.p.use_operator = b & 0x80;  // gelu(a) for "none"
+}
+
+Expect predict_gelu(const Shapes& s, const Params& p) {
+  return p.approximate == "none" || p.approximate == "tanh" ? gives(s[0]) : fails_shape();
+}
+
+Tensor run_gelu(const Tensors& t, const Params& p) {
+  return p.use_operator && p.approximate == "none" ? tg::gelu(t[0]) : tg::gelu(t[0], p.approximate);
+}
+
+double gelu_of(double x, bool tanh_form) {
+  if (tanh_form) return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1 + std::erf(x / std::numbers::sqrt2));
+}
+
+Val ref_gelu(const Vals& x, const Params& p, Check&, const Val*) {
+  return unary(*x[0], [t = p.approximate == "tanh"](double a) { return gelu_of(a, t); });
+}
+
+// Values to float precision, which the reference's tolerance is far too loose
+// to see: within 6e-7 |x| of the formula in double (erf_fast and tanh_fast are
+// within 6e-7 and 2e-7 of erf and tanh, times x / 2, plus rounding; and a few
+// of float's smallest steps for a subnormal x). NaN and infinities where the
+// formula gives them.
+void check_gelu(const Tensors& t, const Params& p, const Tensor& out, const std::string& call) {
+  const Array &x = t[0].value(), &y = out.value();
+  const double tiny = 4.0 * std::numeric_limits<float>::denorm_min();
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const double a = x.data()[k], got = y.data()[k], want = gelu_of(a, p.approximate == "tanh");
+    FUZZ_EXPECT(std::isnan(want) ? std::isnan(got) : std::isinf(want) ? got == want
+                                                     : std::abs(got - want) <= 6e-7 * std::abs(a) + tiny,
+                call + ": gelu(" + std::to_string(a) + ") = " + std::to_string(got) + ", in double " +
+                    std::to_string(want) + " (difference " + std::to_string(got - want) + ")");
+  }
+}
+
 // --- the table. `name` is what a refusal must mention; `node` names the tape
 // entry of the output (for ops made of several, the last one).
 
@@ -1646,6 +1860,16 @@ const Op ops[] = {
      ref_layer_norm},  // with a weight (and a bias or not)
     {"layer_norm", "layer_norm", draw_layer_norm<false>, predict_layer_norm, run_layer_norm,
      ref_layer_norm},  // without a weight (and a bias or not)
+    {"permute", "permute", draw_permute, predict_permute,
+     [](const Tensors& t, const Params& p) { return tg::permute(t[0], p.dims); }, ref_permute},
+    {"tril", "tril", draw_triangle, predict_triangle,
+     [](const Tensors& t, const Params& p) { return tg::tril(t[0], p.diagonal); }, ref_triangle<true>},
+    {"triu", "triu", draw_triangle, predict_triangle,
+     [](const Tensors& t, const Params& p) { return tg::triu(t[0], p.diagonal); }, ref_triangle<false>},
+    {"masked_fill", "masked_fill", draw_masked_fill, predict_broadcast,
+     [](const Tensors& t, const Params& p) { return tg::masked_fill(t[0], t[1], p.s); }, ref_masked_fill,
+     2, check_masked_fill},  // the mask gets no gradient
+    {"gelu", "gelu", draw_gelu, predict_gelu, run_gelu, ref_gelu, 0, check_gelu},
 };
 constexpr std::size_t num_ops = sizeof(ops) / sizeof(ops[0]);
 
@@ -1655,8 +1879,9 @@ bool close(double got, double want, double tol) {
   return std::abs(got - want) <= tol;  // false for NaN
 }
 
-bool finite_and_tame(const Val& x) {
-  return std::all_of(x.v.begin(), x.v.end(), [](double a) { return std::abs(a) <= huge; });
+bool finite_and_tame(const Val& x, bool infinities_ok = false) {
+  return std::all_of(x.v.begin(), x.v.end(),
+                     [=](double a) { return std::abs(a) <= huge || (infinities_ok && std::isinf(a)); });
 }
 
 // The values of `e` after `version` writes, with the program's leaves moved by d.
@@ -1670,7 +1895,8 @@ const Val& Program::value(int e, std::size_t version, const std::vector<Val>& no
   // too (for a leaf with a new shape: the element the nudge is at).
   scratch_ = written;
   if (same_shape) {
-    for (std::size_t i = 0; i < scratch_.v.size(); ++i) scratch_.v[i] += now[e].v[i] - E.values[0].v[i];
+    for (std::size_t i = 0; i < scratch_.v.size(); ++i)  // (an infinity that stayed put moved by 0)
+      if (now[e].v[i] != E.values[0].v[i]) scratch_.v[i] += now[e].v[i] - E.values[0].v[i];
   } else if (d.leaf == e && d.k < scratch_.v.size()) {
     scratch_.v[d.k] += d.delta;
   }
@@ -1968,18 +2194,22 @@ void Program::op(const Op& op) {
   Val want_val = op.ref(xs, s.call.p, chk, nullptr);
   s.kink = chk.kink;
   s.branches = std::move(chk.branches);
-  wild |= chk.wild || !finite_and_tame(want_val);
+  wild |= chk.wild || !finite_and_tame(want_val, chk.exact_infinities);
   if (!wild) {
-    // float32 against double: relative to the output and the inputs' scale
-    // (an add of large inputs can cancel).
+    // float32 against double: relative to the output and the inputs' finite
+    // scale (an add of large inputs can cancel); an infinity (masked_fill's)
+    // exactly.
     double scale = 1;
     for (const Val* x : xs)
-      for (double a : x->v) scale = std::max(scale, std::abs(a));
+      for (double a : x->v)
+        if (std::isfinite(a)) scale = std::max(scale, std::abs(a));
     const Val got_val = of(out.value());
     for (std::size_t i = 0; i < want_val.v.size(); ++i)
-      FUZZ_EXPECT(close(got_val.v[i], want_val.v[i], 1e-3 * (scale + std::abs(want_val.v[i]))),
+      FUZZ_EXPECT(std::isinf(want_val.v[i]) ? got_val.v[i] == want_val.v[i]
+                                            : close(got_val.v[i], want_val.v[i], 1e-3 * (scale + std::abs(want_val.v[i]))),
                   call + ": value " + vals_str(got_val) + ", reference " + vals_str(want_val));
   }
+  if (op.also) op.also(ts, s.call.p, out, call);
 
   trace("  tapegrad " + vals_str(of(out.value())) + ", reference " + vals_str(want_val) + (wild ? " (wild)" : ""));
   Entry e;
@@ -2325,7 +2555,7 @@ void Program::backward() {
 
   // The gradient of L = sum(w * root) by central differences, where they can
   // be trusted: no pole, NaN or huge value, and no kink on the way.
-  bool smooth = !R.wild;
+  bool smooth = !R.wild && finite_and_tame(R.values.back());  // (masked_fill's -inf is not wild)
   for (int k : walked) smooth &= !steps_[k].kink && !entries_[steps_[k].out].wild;
   for (int e : leaves) smooth &= !entries_[e].wild;
   const Array w = seed ? *seed : Array(xt::ones<float>(rs));
