@@ -37,6 +37,19 @@
 
 namespace tg::test {
 
+// Built with AddressSanitizer (gcc's -fsanitize=address, or clang's).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool address_sanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool address_sanitizer = true;
+#else
+constexpr bool address_sanitizer = false;
+#endif
+#else
+constexpr bool address_sanitizer = false;
+#endif
+
 inline std::string source_path(const std::string& relative) {
   return std::string(TAPEGRAD_SOURCE_DIR) + "/" + relative;
 }

@@ -207,17 +207,7 @@ std::size_t resident_bytes() {
 }
 
 // AddressSanitizer keeps freed memory in quarantine, so RSS grows there by design.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
+constexpr bool sanitized = tg::test::address_sanitizer;
 
 }  // namespace
 
