@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -55,7 +56,7 @@ class Pool {
     stop_workers();
     // A new worker waits for the next job, not the last one.
     for (std::size_t w = 0; w + 1 < threads; ++w)
-      workers_.emplace_back([this, w, seen = generation_] { work(w + 1, seen); });
+      workers_.emplace_back([this, w, seen = generation_.load()] { work(w + 1, seen); });
     size_ = threads;
   }
 
@@ -73,6 +74,7 @@ class Pool {
     inside_loop = true;
     run_chunk(0);
     inside_loop = false;
+    spin_while([&] { return left_ != 0; });
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return left_ == 0; });
     job_ = nullptr;
@@ -96,6 +98,7 @@ class Pool {
   void work(std::size_t index, uint64_t seen) {
     inside_loop = true;
     for (;;) {
+      spin_while([&] { return generation_ == seen && !stop_; });
       std::size_t chunks = 0;
       {
         std::unique_lock lock(mutex_);
@@ -106,8 +109,26 @@ class Pool {
       }
       if (index >= chunks) continue;  // this job has fewer chunks than workers
       run_chunk(index);
-      std::lock_guard lock(mutex_);
-      if (--left_ == 0) done_.notify_one();
+      if (--left_ == 0) {
+        std::lock_guard lock(mutex_);  // the caller is waiting, or about to check left_ under it
+        done_.notify_one();
+      }
+    }
+  }
+
+  // A training step runs its loops a few hundred microseconds apart, and
+  // waking a thread that sleeps on a condition variable takes tens of them:
+  // so a worker waiting for the next job, and the caller waiting for the
+  // chunks, first watch for it for up to 50 microseconds, then sleep.
+  template <class Pending>
+  static void spin_while(Pending pending) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (pending() && std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#else
+      std::this_thread::yield();
+#endif
     }
   }
 
@@ -125,9 +146,10 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(std::size_t)>* job_ = nullptr;
-  std::size_t chunks_ = 0, left_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::size_t chunks_ = 0;
+  std::atomic<std::size_t> left_{0};      // chunks of the job not yet done, the caller's aside
+  std::atomic<uint64_t> generation_{0};  // which job: changed under mutex_, watched without it
+  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
 
