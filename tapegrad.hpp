@@ -29,6 +29,7 @@
 #include "data/vocabulary.hpp"
 #include "nn/attention.hpp"
 #include "nn/clip_grad.hpp"
+#include "nn/data_parallel.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"
 #include "nn/layer_norm.hpp"

@@ -221,6 +221,15 @@ static void commit(Walk& w) {
   }
 }
 
+// tg::grad(): the gradients that reached `inputs` (distinct leaves), taken out
+// of the walk; an input the root does not depend on gets an empty one.
+static Grads take(Walk& w, const std::vector<Tensor>& inputs) {
+  Grads out(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (auto it = w.arrived.find(inputs[i].impl().get()); it != w.arrived.end()) out[i] = std::move(it->second.grad);
+  return out;
+}
+
 // Drops what the walked ops keep for backward. Only now: dropping a node's
 // inputs earlier could free a tensor whose own node still waits in `order`.
 static void release(Walk& w) {
@@ -234,7 +243,7 @@ static void release(Walk& w) {
 // backward() as micrograd does it: gather the ops in reverse recording order,
 // seed the root, and run each op's closure, passing the gradients it computes
 // on to its inputs.
-void run_backward(const Tensor& root, Array seed, bool retain_graph) {
+Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std::vector<Tensor>* inputs) {
   Walk w;
   gather(w, root);
   send(w, root, std::move(seed), nullptr, 0);
@@ -254,8 +263,10 @@ void run_backward(const Tensor& root, Array seed, bool retain_graph) {
       w.arrived.erase(it);  // every op that used `out` has run: no more will come
     }
   }
-  commit(w);
+  Grads taken = inputs ? take(w, *inputs) : Grads{};
+  if (!inputs) commit(w);
   if (!retain_graph) release(w);
+  return taken;
 }
 
 }  // namespace tg

@@ -105,7 +105,8 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardF
 // The index the next recorded op gets, on any thread.
 std::size_t next_node_index();
 
-// The engine behind Tensor::backward().
-void run_backward(const Tensor& root, Array seed, bool retain_graph);
+// The engine behind Tensor::backward() and tg::grad(): with `inputs`, the
+// gradients reaching those leaves are returned instead of added into them.
+Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std::vector<Tensor>* inputs = nullptr);
 
 }  // namespace tg

@@ -79,19 +79,38 @@ void Tensor::accumulate_grad(Grad g) {
   impl_->grad.add(std::move(g), shape());
 }
 
+// The seed of a backward pass from t: `gradient`, or 1 for a one-element t.
+static Array seed_of(const Tensor& t, std::optional<Array> gradient, const char* op) {
+  if (!t.requires_grad())
+    throw std::logic_error(std::string(op) +
+                           ": the tensor does not require grad (it is a leaf without requires_grad, or was "
+                           "computed under NoGradGuard)");
+  if (gradient && shape_of(*gradient) != t.shape())
+    throw std::invalid_argument(std::string(op) + ": gradient of shape " + shape_str(shape_of(*gradient)) +
+                                " for a tensor of shape " + shape_str(t.shape()));
+  if (!gradient && t.numel() != 1)
+    throw std::invalid_argument(std::string(op) +
+                                ": a gradient can only be implied for a one-element tensor; this one has shape " +
+                                shape_str(t.shape()) + (op == std::string("grad") ? ": pass grad_output" : ": pass backward(gradient)"));
+  return gradient ? std::move(*gradient) : Array(xt::ones<float>(t.shape()));
+}
+
 void Tensor::backward(std::optional<Array> gradient, bool retain_graph) const {
-  if (!requires_grad())
-    throw std::logic_error(
-        "backward: the tensor does not require grad (it is a leaf without "
-        "requires_grad, or was computed under NoGradGuard)");
-  if (gradient && shape_of(*gradient) != shape())
-    throw std::invalid_argument("backward: gradient of shape " + shape_str(shape_of(*gradient)) +
-                                " for a tensor of shape " + shape_str(shape()));
-  if (!gradient && numel() != 1)
-    throw std::invalid_argument(
-        "backward: a gradient can only be implied for a one-element tensor; this one has shape " +
-        shape_str(shape()) + ": pass backward(gradient)");
-  run_backward(*this, gradient ? std::move(*gradient) : Array(xt::ones<float>(shape())), retain_graph);
+  run_backward(*this, seed_of(*this, std::move(gradient), "backward"), retain_graph);
+}
+
+std::vector<Grad> grad(const Tensor& output, const std::vector<Tensor>& inputs, std::optional<Array> grad_output,
+                       bool retain_graph) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string what = "grad: input " + std::to_string(i) + " (" +
+                             (inputs[i].name().empty() ? "of shape " + shape_str(inputs[i].shape())
+                                                       : "'" + inputs[i].name() + "'") + ")";
+    if (!inputs[i].is_leaf() || !inputs[i].requires_grad())
+      throw std::invalid_argument(what + " is not a leaf that requires grad");
+    for (std::size_t j = 0; j < i; ++j)
+      if (inputs[j].is_same(inputs[i])) throw std::invalid_argument(what + " is input " + std::to_string(j) + " again");
+  }
+  return run_backward(output, seed_of(output, std::move(grad_output), "grad"), retain_graph, &inputs);
 }
 
 // ---------------------------------------------------------------- grad mode

@@ -120,6 +120,18 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// The gradients of `output` with respect to `inputs`, returned instead of added
+// into their grad(): torch.autograd.grad(output, inputs, grad_output). As in
+// backward(), grad_output may be left out for a one-element output.
+// Each input must be a distinct leaf that requires grad (PyTorch also takes
+// non-leaves and repeats); one that output does not depend on gets an empty
+// Grad (PyTorch: an error unless allow_unused=True, then None). No tensor's
+// grad() changes, so threads may each take the gradients of their own loss and
+// add them up in an order of their choosing (nn::data_parallel does).
+// The graph is released unless retain_graph.
+std::vector<Grad> grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                       std::optional<Array> grad_output = std::nullopt, bool retain_graph = false);
+
 // Prints like PyTorch's repr, with the shape added:
 //   tensor([[1.5000, 2.0000],
 //           [3.0000, 4.0000]], shape=[2, 2], requires_grad=True)

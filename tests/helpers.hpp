@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -30,6 +31,7 @@
 
 #include <tapegrad/core/grad.hpp>
 #include <tapegrad/core/gradcheck.hpp>
+#include <tapegrad/core/parallel.hpp>
 #include <tapegrad/core/tensor.hpp>
 #include <tapegrad/nn/module.hpp>
 #include <tapegrad/optim/adam.hpp>
@@ -281,6 +283,18 @@ inline void check_same_state(const optim::Optimizer& a, const optim::Optimizer& 
     CAPTURE(name);
     CHECK(value == y.tensors.at(name));
   }
+}
+
+// Sets the thread count (core/parallel.hpp) for one test and puts back the one before.
+struct Threads {
+  std::size_t before = get_num_threads();
+  explicit Threads(std::size_t n) { set_num_threads(n); }
+  ~Threads() { set_num_threads(before); }
+};
+
+// The same shape and the same bits.
+inline bool same_bits(const Array& a, const Array& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace tg::test

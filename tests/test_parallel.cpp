@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -18,18 +17,10 @@
 using tg::Array;
 using tg::Tensor;
 
+using tg::test::same_bits;
+using tg::test::Threads;
+
 namespace {
-
-// Sets the thread count for one test and puts back the one before.
-struct Threads {
-  std::size_t before = tg::get_num_threads();
-  explicit Threads(std::size_t n) { tg::set_num_threads(n); }
-  ~Threads() { tg::set_num_threads(before); }
-};
-
-bool same_bits(const Array& a, const Array& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // Everything a run produced that must not depend on the thread count.
 struct Outcome {
