@@ -14,6 +14,21 @@
 
 namespace tg {
 
+namespace detail {
+// While a ShardStream lives on a thread, every Generator's draws on that thread
+// come from the ShardStream's own engine instead: nn::data_parallel gives each
+// shard one, seeded in shard order, so dropout masks repeat exactly run to run.
+struct ShardStream {
+  explicit ShardStream(uint32_t seed) : engine(seed), before(current) { current = &engine; }
+  ~ShardStream() { current = before; }
+  ShardStream(const ShardStream&) = delete;
+  ShardStream& operator=(const ShardStream&) = delete;
+  std::mt19937 engine;
+  std::mt19937* before;
+  static inline thread_local std::mt19937* current = nullptr;
+};
+}  // namespace detail
+
 // A random number generator: a std::mt19937 behind a cheap HANDLE, like Tensor:
 // copies share one state. A module or sampler keeps the generator it is given,
 // so it draws from the caller's stream, and the state lives as long as any
@@ -32,6 +47,7 @@ class Generator {
   // Runs f(engine) under the lock: the draws of one op in one go.
   template <class F>
   decltype(auto) draw(F&& f) {
+    if (std::mt19937* shard = detail::ShardStream::current) return f(*shard);
     std::lock_guard<std::mutex> lock(state_->mutex);
     return f(state_->engine);
   }

@@ -7,7 +7,7 @@
 //    e  m m a .      (the targets: each position's next character)
 //
 //   names_gpt [--data TXT] [--epochs N] [--seed S] [--save FILE] [--load FILE] [--stop-after K]
-//             [--init-out FILE] [--bench-steps N]
+//             [--init-out FILE] [--bench-steps N] [--threads T]
 //
 // TXT holds a name a line (a-z only, at most 15 letters): the first 90% train,
 // the last 10% are dev. Prints the learning rate, the training and the dev
@@ -17,6 +17,9 @@
 // as an interrupted run would. --init-out FILE writes the initial weights (for
 // tests/tools/names_gpt_reference.py --init FILE). --bench-steps N times N
 // training steps on the first batch instead of training (scripts/names_gpt_steptime).
+// --threads T splits each batch across T threads (nn::data_parallel; default 1,
+// or TAPEGRAD_NUM_THREADS): a run repeats exactly for one T, and differs in
+// rounding and dropout masks from a run on another T.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -87,16 +90,21 @@ static Names encode(const std::vector<std::string>& names) {
 
 // The mean cross-entropy of the names `idx` of `set` over their scored positions:
 // the logits of every position, then only the rows that have a target.
-static tg::Tensor loss_on(const NamesGPT& model, const Names& set, const tg::Indices& idx) {
-  const tg::Indices x = tg::data::take(set.x, idx);
+// The mean loss of predicting each next character of the names `idx` of `set`
+// from the model's logits for them, [idx.size(), context, 27].
+static tg::Tensor next_char_loss(const tg::Tensor& logits, const Names& set, const tg::Indices& idx) {
   std::vector<int64_t> rows, targets;  // row b * context + t of the flattened logits -> its next character
   for (std::size_t b = 0; b < idx.size(); ++b)
     for (int64_t t = 0; t < set.chars[idx(b)]; ++t) {
       rows.push_back(static_cast<int64_t>(b) * context + t);
-      targets.push_back(t + 1 < set.chars[idx(b)] ? x(b, t + 1) : 0);  // the next letter, or '.'
+      targets.push_back(t + 1 < set.chars[idx(b)] ? set.x(idx(b), t + 1) : 0);  // the next letter, or '.'
     }
-  tg::Tensor logits = tg::reshape(model.forward(x), {-1, vocab});  // [B * context, 27]
-  return tg::cross_entropy(tg::index_select(logits, 0, tg::indices(rows)), tg::indices(targets));
+  tg::Tensor flat = tg::reshape(logits, {-1, vocab});  // [B * context, 27]
+  return tg::cross_entropy(tg::index_select(flat, 0, tg::indices(rows)), tg::indices(targets));
+}
+
+static tg::Tensor loss_on(const NamesGPT& model, const Names& set, const tg::Indices& idx) {
+  return next_char_loss(model.forward(tg::data::take(set.x, idx)), set, idx);
 }
 
 // Linear warm-up to max_lr over `warmup` steps, then half a cosine down to min_lr at step `total`.
@@ -130,7 +138,9 @@ int main(int argc, char** argv) try {
               {"--load", ""},
               {"--stop-after", ""},
               {"--init-out", ""},
-              {"--bench-steps", ""}});
+              {"--bench-steps", ""},
+              {"--threads", ""}});
+  if (flag.given("--threads")) tg::set_num_threads(flag.number("--threads"));
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
 
@@ -153,9 +163,14 @@ int main(int argc, char** argv) try {
   // One training step: the learning rate of this step, forward, backward, clip, update.
   auto train_step = [&](const tg::Indices& idx, int64_t step, int64_t steps) {
     opt.set_lr(lr_at(step, steps));
-    tg::Tensor loss = loss_on(model, train, idx);
+    const tg::Indices x = tg::data::take(train.x, idx);
     opt.zero_grad();
-    loss.backward();
+    // The forward and backward passes of the batch's names split across the
+    // threads (on one thread: the plain loss(model(x)).backward()).
+    tg::Tensor loss = tg::nn::data_parallel(
+        model.parameters(), idx.size(),
+        [&](std::size_t b, std::size_t e) { return model.forward(tg::narrow(x, 0, b, e - b)); },
+        [&](const tg::Tensor& logits) { return next_char_loss(logits, train, idx); }, gen);
     tg::nn::utils::clip_grad_norm_(model.parameters(), clip);
     opt.step();
     return loss.item();

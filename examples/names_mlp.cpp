@@ -4,11 +4,15 @@
 // Here the Embedding is a small dense table that learns what letters are like.
 //
 //   names_mlp [--data TXT] [--epochs N] [--seed S] [--save FILE] [--load FILE] [--stop-after K]
+//             [--threads T]
 //
 // TXT holds a name a line (a-z only): the first 90% train, the last 10% are dev.
 // Prints the train and dev loss per epoch, then 20 names sampled from the model.
 // --save FILE writes a checkpoint after every epoch; --load FILE goes on from it;
-// --stop-after K stops after epoch K, as an interrupted run would.
+// --stop-after K stops after epoch K, as an interrupted run would. --threads T
+// splits each batch across T threads (nn::data_parallel; default 1, or
+// TAPEGRAD_NUM_THREADS): a run repeats exactly for one T, and differs in
+// rounding from a run on another T.
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -57,7 +61,8 @@ static std::vector<std::string> read_names(const std::string& path) {
 
 int main(int argc, char** argv) try {
   Flags flag(argc, argv, {{"--data", NAMES_DEFAULT_DATA}, {"--epochs", "10"}, {"--seed", "0"},
-                         {"--save", ""}, {"--load", ""}, {"--stop-after", ""}});  // "": off unless given
+                         {"--save", ""}, {"--load", ""}, {"--stop-after", ""}, {"--threads", ""}});  // "": off unless given
+  if (flag.given("--threads")) tg::set_num_threads(flag.number("--threads"));
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
 
@@ -94,9 +99,12 @@ int main(int argc, char** argv) try {
   for (int epoch = first; epoch <= last; ++epoch) {
     const double epoch_lr = opt.lr();
     for (const tg::Indices& idx : batches) {
-      tg::Tensor loss = tg::cross_entropy(model(tg::data::take(train.x, idx)), tg::data::take(train.y, idx));
+      const tg::Indices x = tg::data::take(train.x, idx), y = tg::data::take(train.y, idx);
       opt.zero_grad();
-      loss.backward();
+      // loss(model(x)) and its backward pass, the batch's rows split across the threads.
+      tg::nn::data_parallel(
+          model.parameters(), idx.size(), [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
+          [&](const tg::Tensor& logits) { return tg::cross_entropy(logits, y); }, gen);
       opt.step();
     }
     sched.step();

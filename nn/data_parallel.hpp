@@ -1,35 +1,44 @@
-// One training step on every thread: data parallelism over the rows of a batch
-// (PyTorch: nn.DataParallel, which splits a batch across devices the same way).
+// One training step on every thread: data parallelism over the rows of a batch,
+// as PyTorch's nn.DataParallel does it across devices. The model's forward pass
+// runs on each shard of the rows at once; the outputs are gathered into one
+// tensor; the loss is computed on it as usual; each shard's backward pass runs
+// on its own thread again.
 //
+//   tg::Tensor x = tg::index_select(images, 0, idx);
+//   tg::Indices y = tg::data::take(labels, idx);
 //   opt.zero_grad();
-//   tg::Tensor loss = tg::nn::data_parallel(model.parameters(), idx.size(), [&](std::size_t b, std::size_t e) {
-//     tg::Indices rows = tg::narrow(idx, 0, b, e - b);  // this shard's rows of the batch
-//     return tg::cross_entropy(model(tg::index_select(images, 0, rows)), tg::data::take(labels, rows));
-//   });
+//   tg::Tensor loss = tg::nn::data_parallel(
+//       model.parameters(), idx.size(),
+//       [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },  // rows [b, e)
+//       [&](const tg::Tensor& logits) { return tg::cross_entropy(logits, y); },            // all rows
+//       gen);
 //   opt.step();
 //
 // The rows [0, batch) are split into get_num_threads() contiguous shards
-// (core/parallel.hpp), and shard_loss(begin, end) runs for each on the pool's
-// threads: a forward pass over those rows that returns their mean loss. Each
-// shard's loss is weighted by its share of the batch, (end - begin) / batch, so
-// the shards' gradients add up to the gradient of the whole batch's mean loss.
-// Each thread takes its shard's gradients with tg::grad() (nothing is written
-// while the shards run); then they are added into the parameters' grad() in
-// shard order. The return value is the batch's loss (the weighted sum), detached.
+// (core/parallel.hpp). forward(begin, end) runs for each on the pool's threads
+// and returns the output for those rows (its first dim: end - begin). The
+// outputs are joined in order (cat) into the batch's output, loss(output) runs
+// on the calling thread, and its gradient is sent back through each shard's
+// graph on that shard's thread. Every gradient is taken with tg::grad() and
+// added into the parameters' grad() in shard order once all are done (a
+// parameter the loss itself uses gets its share first). The return value is
+// the loss, detached. The loss is the whole batch's, whatever it is (a mean
+// over rows, over characters, a sum): nothing needs rescaling.
 //
 // Bits. For one thread count, a run gives the same bits every time: the shards
-// are the same and their gradients are added in the same order. On one thread
-// it is exactly the plain step: shard_loss(0, batch), then backward(). Across
-// thread counts the results differ in rounding (a sum of shard means is not
-// rounded as the mean of the batch is). One exception: modules that draw
-// random numbers while training (Dropout) draw each shard's mask from their one
-// generator in the order the threads reach it, so with dropout on, a run on
-// more than one thread is reproducible in distribution, not in bits.
+// are the same and their gradients are added in the same order. Random draws
+// too: while the shards run, every draw on a shard's thread (Dropout's masks)
+// comes from a stream of that shard's own, seeded from `gen` in shard order
+// before they start (one draw of gen per shard). Pass the generator your
+// program seeds and checkpoints, and a resumed run repeats exactly. On one
+// thread it is exactly the plain step: loss(forward(0, batch)), backward(),
+// with draws from the modules' own generators. Across thread counts results
+// differ in rounding and in the dropout masks drawn.
 //
-// shard_loss runs on several threads at once, so it may read anything shared
+// forward runs on several threads at once, so it may read anything shared
 // (modules' forward passes only read their parameters) but not write it.
-// The shards' ops run on their own threads: the split loops inside them
-// (parallel_for) run serially there. If a shard throws, no gradient is added
+// The ops inside it run on their shard's thread: their split loops
+// (parallel_for) run serially there. If anything throws, no gradient is added
 // and the exception reaches the caller.
 #pragma once
 
@@ -37,11 +46,13 @@
 #include <functional>
 #include <vector>
 
+#include "../core/factories.hpp"
 #include "../core/tensor.hpp"
 
 namespace tg::nn {
 
 Tensor data_parallel(const std::vector<Tensor>& parameters, std::size_t batch,
-                     const std::function<Tensor(std::size_t begin, std::size_t end)>& shard_loss);
+                     const std::function<Tensor(std::size_t begin, std::size_t end)>& forward,
+                     const std::function<Tensor(const Tensor& output)>& loss, Generator& gen = default_generator());
 
 }  // namespace tg::nn

@@ -34,19 +34,21 @@ struct Data {
   }
 };
 
-// Embedding (sparse gradient) + Linear over features -> tanh -> Linear head.
+// Embedding (sparse gradient) + Linear over features -> tanh -> Dropout(p) -> Linear head.
 struct Model {
+  explicit Model(float p = 0) : drop(p, gen) {}
   tg::Generator gen{11};
   tg::nn::Embedding emb{50, 8, {.sparse = true}, gen};
   tg::nn::Linear in{6, 8, true, gen};
   tg::nn::Linear head{8, 3, true, gen};
+  tg::nn::Dropout drop;
   std::vector<Tensor> params() const { return {emb.weight, in.weight, *in.bias, head.weight, *head.bias}; }
 
-  Tensor loss(const Data& d, std::size_t b, std::size_t e) {
+  // The logits of rows [b, e) of the batch.
+  Tensor logits(const Data& d, std::size_t b, std::size_t e) {
     const tg::Indices rows = tg::arange(static_cast<int64_t>(b), static_cast<int64_t>(e));
-    Tensor x = tg::index_select(Tensor(d.features), 0, rows);  // a Tensor of the same rows
-    return tg::cross_entropy(head(tg::tanh(emb(tg::index_select(d.ids, 0, rows)) + in(x))),
-                             tg::index_select(d.labels, 0, rows));
+    Tensor x = tg::index_select(Tensor(d.features), 0, rows);
+    return head(drop(tg::tanh(emb(tg::index_select(d.ids, 0, rows)) + in(x))));
   }
 };
 
@@ -56,18 +58,20 @@ struct Outcome {
 };
 
 // Three SGD steps; `parallel` steps through data_parallel, else the plain way.
-Outcome train(bool parallel) {
+Outcome train(bool parallel, float dropout = 0) {
   Data d;
-  Model m;
+  Model m(dropout);
   tg::optim::SGD opt(m.params(), {.lr = 0.5, .momentum = 0.9});
   Outcome out;
   for (int step = 0; step < 3; ++step) {
     opt.zero_grad();
     Tensor loss;
+    auto loss_of = [&](const Tensor& logits) { return tg::cross_entropy(logits, d.labels); };
     if (parallel) {
-      loss = tg::nn::data_parallel(m.params(), 37, [&](std::size_t b, std::size_t e) { return m.loss(d, b, e); });
+      loss = tg::nn::data_parallel(
+          m.params(), 37, [&](std::size_t b, std::size_t e) { return m.logits(d, b, e); }, loss_of, m.gen);
     } else {
-      loss = m.loss(d, 0, 37);
+      loss = loss_of(m.logits(d, 0, 37));
       loss.backward();
     }
     out.losses.push_back(loss.item());
@@ -96,9 +100,9 @@ TEST_SUITE("threads") {
   TEST_CASE("grad(): backward()'s gradients, returned; no tensor's grad() changes") {
     Data d;
     Model a, b;
-    a.loss(d, 0, 37).backward();
+    tg::cross_entropy(a.logits(d, 0, 37), d.labels).backward();
     const std::vector<Tensor> params = b.params();
-    const std::vector<tg::Grad> grads = tg::grad(b.loss(d, 0, 37), params);
+    const std::vector<tg::Grad> grads = tg::grad(tg::cross_entropy(b.logits(d, 0, 37), d.labels), params);
     REQUIRE(grads.size() == params.size());
     CHECK(grads[0].is_sparse());  // the Embedding's rows, as backward() gives them
     for (std::size_t i = 0; i < params.size(); ++i) {
@@ -150,37 +154,56 @@ TEST_SUITE("threads") {
     }
   }
 
-  TEST_CASE("data_parallel: more threads than rows, one shard per row") {
-    Threads threads(3);
-    Tensor w({{0.5f, 1.0f}, {-1.0f, 2.0f}}, true);
-    Array x = {{1.0f, 2.0f}, {3.0f, 4.0f}};
-    Tensor loss = tg::nn::data_parallel({w}, 2, [&](std::size_t b, std::size_t e) -> Tensor {
-      CHECK(e == b + 1);
-      return tg::mean(tg::matmul(tg::narrow(Tensor(x), 0, b, e - b), w));
-    });
-    CHECK(loss.item() == doctest::Approx(((-1.5 + 5) / 2 + (-2.5 + 11) / 2) / 2));
-    CHECK(!loss.requires_grad());
-    CHECK(allclose(w.grad().dense(), Array({{1.0f, 1.0f}, {1.5f, 1.5f}})));  // (x0 + x1) / 4 in each column
+  TEST_CASE("data_parallel with dropout: the plain step on one thread; on 2 and 3, the same masks run to run") {
+    for (std::size_t n : {1, 2, 3}) {
+      CAPTURE(n);
+      Threads threads(n);
+      const Outcome first = train(true, 0.3f);
+      check_same(first, train(true, 0.3f));
+      if (n == 1) check_same(first, train(false, 0.3f));
+      // Dropout did drop: the run differs from the one without it.
+      CHECK(first.losses != train(true, 0.0f).losses);
+    }
   }
 
-  TEST_CASE("data_parallel: a shard that throws or returns no loss adds no gradient; grad mode off is refused") {
+  TEST_CASE("data_parallel: more threads than rows, one shard per row; a loss that uses a parameter itself") {
+    Threads threads(3);
+    Tensor w({{0.5f, 1.0f}, {-1.0f, 2.0f}}, true);
+    Tensor x({{1.0f, 2.0f}, {3.0f, 4.0f}});
+    auto forward = [&](std::size_t b, std::size_t e) -> Tensor {
+      CHECK(e == b + 1);
+      return tg::matmul(tg::narrow(x, 0, b, e - b), w);
+    };
+    // mean(x w) + sum(w): d/dw = x^T 1 / 4 + 1 = [[2, 2], [2.5, 2.5]]
+    Tensor loss = tg::nn::data_parallel({w}, 2, forward, [&](const Tensor& y) { return tg::mean(y) + tg::sum(w); });
+    CHECK(loss.item() == doctest::Approx((-1.5 + 5 - 2.5 + 11) / 4 + 2.5));
+    CHECK(!loss.requires_grad());
+    CHECK(allclose(w.grad().dense(), Array({{2.0f, 2.0f}, {2.5f, 2.5f}})));
+  }
+
+  TEST_CASE("data_parallel: a shard that throws, a wrong output or loss: no gradient added; grad mode off is refused") {
     Threads threads(2);
     Data d;
     Model m;
+    auto logits = [&](std::size_t b, std::size_t e) { return m.logits(d, b, e); };
+    auto loss = [&](const Tensor& y) { return tg::cross_entropy(y, d.labels); };
     auto throwing = [&](std::size_t b, std::size_t e) {
       if (b > 0) throw std::runtime_error("shard failed");
-      return m.loss(d, b, e);
+      return m.logits(d, b, e);
     };
-    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, throwing), "shard failed", std::runtime_error);
-    auto not_a_loss = [&](std::size_t b, std::size_t e) { return m.head(tg::tanh(m.in(tg::narrow(Tensor(d.features), 0, b, e - b)))); };
-    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, not_a_loss),
-                         doctest::Contains("data_parallel: shard_loss(0, 18) returned a tensor of shape [18, 3]"),
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, throwing, loss), "shard failed", std::runtime_error);
+    auto wrong_rows = [&](std::size_t b, std::size_t e) { return m.logits(d, b, b == 0 ? e - 1 : e); };
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, wrong_rows, loss),
+                         doctest::Contains("data_parallel: forward(0, 18) returned a tensor of shape [17, 3]"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 0, throwing), "data_parallel: the batch has no rows",
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, logits, [](const Tensor& y) { return y; }),
+                         doctest::Contains("data_parallel: loss(output) returned a tensor of shape [37, 3]"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 0, logits, loss), "data_parallel: the batch has no rows",
                          std::invalid_argument);
     {
       tg::NoGradGuard no_grad;
-      CHECK_THROWS_AS(tg::nn::data_parallel(m.params(), 37, throwing), std::logic_error);
+      CHECK_THROWS_AS(tg::nn::data_parallel(m.params(), 37, logits, loss), std::logic_error);
     }
     for (const Tensor& p : m.params()) CHECK(p.grad().empty());
   }
