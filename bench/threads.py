@@ -15,7 +15,10 @@ counts within every round so that they see the same machine load:
           times, from --metrics) and the test accuracy;
   jobs    the whole bow_classifier --mode embedding process against
           `fasttext supervised -lr 0.5 -thread N` + `fasttext predict`, where
-          fasttext is installed (Debian package fasttext): wall s and accuracy.
+          fasttext is installed (Debian package fasttext): wall s and accuracy;
+  programs  the user programs that split each batch with nn::data_parallel:
+          names_gpt --bench-steps 40 --threads N (the median step), and the whole
+          digits_mlp and names_mlp processes on their bundled data (wall s).
 
 OPENBLAS_NUM_THREADS is removed from the environment, so that OpenBLAS follows
 tg::set_num_threads. Prints markdown tables (docs/benchmarks.md#threads shows a run).
@@ -161,6 +164,26 @@ def jobs_part(args, split_dir, threads, tmp):
     return ["whole process (train + test)", "wall s (median)", "test accuracy"], rows
 
 
+def programs_part(args, threads):
+    exe = lambda name: os.path.join(args.build, "examples", name)
+    cells = [("names_gpt step, ms", [exe("names_gpt"), "--bench-steps", "40"]),
+             ("digits_mlp process, s", [exe("digits_mlp")]),
+             ("names_mlp process, s", [exe("names_mlp")])]
+    rows = []
+    for name, cmd in cells:
+        times = {n: [] for n in threads}
+        for r in range(args.rounds):
+            for n in (threads if r % 2 == 0 else threads[::-1]):
+                out, wall = run(cmd + ["--threads", str(n)])
+                step = [l.split()[1] for l in out.splitlines() if l.startswith("step_ms:")]
+                times[n].append(float(step[0]) if step else wall)
+        med = {n: statistics.median(times[n]) for n in threads}
+        rows.append([name] + [f"{med[n]:.3f}" for n in threads] + [ratio(med[threads[0]], med[n]) for n in threads[1:]])
+        print(f"programs: {rows[-1]}", file=sys.stderr)
+    head = ["program (nn::data_parallel)"] + [f"{n} thr" for n in threads] + [f"{n} thr speed-up" for n in threads[1:]]
+    return head, rows
+
+
 def table(head, rows):
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -174,7 +197,7 @@ def main():
     p.add_argument("--tsv", default=os.path.join(root, "examples", "data", "spamassassin.tsv"))
     p.add_argument("--threads", default="1,2", help="thread counts, the first is the baseline")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--skip", default="", help="parts to leave out: steps,epochs,jobs")
+    p.add_argument("--skip", default="", help="parts to leave out: steps,epochs,jobs,programs")
     args = p.parse_args()
     threads = [int(n) for n in args.threads.split(",")]
     skip = set(filter(None, args.skip.split(",")))
@@ -193,7 +216,9 @@ def main():
         if "epochs" not in skip:
             print(table(*epochs_part(args, split_dir, threads, tmp)) + "\n")
         if "jobs" not in skip:
-            print(table(*jobs_part(args, split_dir, threads, tmp)))
+            print(table(*jobs_part(args, split_dir, threads, tmp)) + "\n")
+        if "programs" not in skip:
+            print(table(*programs_part(args, threads)))
 
 
 if __name__ == "__main__":

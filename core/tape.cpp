@@ -107,14 +107,14 @@ Node::~Node() {
 // A gradient on its way to a tensor, and where its first share came from (for messages).
 struct Arrival {
   Grad grad;
-  const Node* via = nullptr;            // null: the root's seed
+  const Node* via = nullptr;              // null: the root's seed
   std::size_t input = std::string::npos;  // the tensor's position among via's inputs; npos: via's output
 };
 
 struct Walk {
-  std::vector<std::shared_ptr<Node>> order;                   // every op under the root, latest first
-  std::unordered_map<const TensorImpl*, Arrival> arrived;      // what reached each tensor so far
-  std::vector<std::shared_ptr<TensorImpl>> leaves;            // leaves that got some, in that order
+  std::vector<std::shared_ptr<Node>> order;                // every op under the root, latest first
+  std::unordered_map<const TensorImpl*, Arrival> arrived;  // what reached each tensor so far
+  std::vector<std::shared_ptr<TensorImpl>> leaves;         // leaves that got some, in that order
   std::vector<std::pair<std::shared_ptr<TensorImpl>, Arrival>> retained;  // non-leaves that keep theirs
 
   ~Walk() {  // however the call ends, its claims end with it
@@ -150,8 +150,9 @@ static std::string tensor_str(const TensorImpl& t, const Arrival& a) {
 // an in-place write changed that output's shape before a later op used it.
 static void check_output_shape(const Node& n, const Grad& g) {
   if (!g.has_shape(n.output_shape))
-    throw std::logic_error("backward: the output of " + entry_str(n) + " had shape " + shape_str(n.output_shape) +
-                           " when the op ran; an in-place write changed it to " + shape_str(g.shape()));
+    throw std::logic_error("backward: the output of " + entry_str(n) + " had shape " +
+                           shape_str(n.output_shape) + " when the op ran; an in-place write changed it to " +
+                           shape_str(g.shape()));
 }
 
 // A leaf (or retained tensor) takes a gradient of its shape now, into a slot of that shape.
@@ -174,7 +175,8 @@ static void gather(Walk& w, const Tensor& root) {
     for (const Node::Input& in : w.order[k]->inputs)
       if (in.tensor.creator()) claim(w, in.tensor.creator());
   auto later = [](const auto& a, const auto& b) { return a->index > b->index; };
-  if (!std::is_sorted(w.order.begin(), w.order.end(), later)) std::sort(w.order.begin(), w.order.end(), later);
+  if (!std::is_sorted(w.order.begin(), w.order.end(), later))
+    std::sort(w.order.begin(), w.order.end(), later);
 }
 
 // Adds g to what tensor t has received; `via` and `input` say where it came from.
@@ -202,7 +204,8 @@ static Grads run_closure(const Node& n, const Array& grad_output) {
       grads[i] = sum_to_shape(grads[i].dense(), Shape(shape.begin(), shape.end()));
     if (!grads[i].has_shape(shape))  // a bug in the op, not the user's
       throw std::logic_error("backward: " + entry_str(n) + " gave input " + std::to_string(i) +
-                             " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " + shape_str(shape));
+                             " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " +
+                             shape_str(shape));
   }
   debug::on_step(n, grad_output, grads);  // trace and anomaly checks, when they are on
   return grads;
@@ -226,7 +229,8 @@ static void commit(Walk& w) {
 static Grads take(Walk& w, const std::vector<Tensor>& inputs) {
   Grads out(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (auto it = w.arrived.find(inputs[i].impl().get()); it != w.arrived.end()) out[i] = std::move(it->second.grad);
+    if (auto it = w.arrived.find(inputs[i].impl().get()); it != w.arrived.end())
+      out[i] = std::move(it->second.grad);
   return out;
 }
 

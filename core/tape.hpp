@@ -37,11 +37,10 @@
 // into the leaves only after every closure has run. So a backward() that throws
 // leaves every gradient as it was.
 //
-// Threads. Tape indices come from one counter shared by all threads, so a graph may span threads: a tensor computed
-// on one thread can be used, and backward() called, on another, once the threads
-// have synchronised (joined, or passed the tensor through a mutex or future).
-// Several backward() calls may run at once when their graphs share only leaves:
-// adding into a leaf's gradient takes its lock, so two threads that backward
+// Threads. Tape indices come from one counter shared by all threads, so a graph may span threads: a tensor
+// computed on one thread can be used, and backward() called, on another, once the threads have synchronised
+// (joined, or passed the tensor through a mutex or future). Several backward() calls may run at once when
+// their graphs share only leaves: adding into a leaf's gradient takes its lock, so two threads that backward
 // their own graphs into one parameter get the sum of both. A recorded op can be
 // walked by one backward() at a time: each call claims the nodes it walks, and a
 // second one reaching a claimed node throws std::logic_error naming the op. Writing
@@ -107,6 +106,7 @@ std::size_t next_node_index();
 
 // The engine behind Tensor::backward() and tg::grad(): with `inputs`, the
 // gradients reaching those leaves are returned instead of added into them.
-Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std::vector<Tensor>* inputs = nullptr);
+Grads run_backward(const Tensor& root, Array seed, bool retain_graph,
+                   const std::vector<Tensor>* inputs = nullptr);
 
 }  // namespace tg

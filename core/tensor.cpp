@@ -45,9 +45,9 @@ std::vector<float> Tensor::to_vector() const {
 
 Array& Tensor::value_mut() {
   if (const char* op = impl_->copy_of_view)
-    throw std::logic_error(std::string("in-place write (value_mut, copy_): this tensor is the result of ") + op + ", a copy in tapegrad " +
-                           "(a view in PyTorch): a write would not reach " + op + "'s input; write into the " +
-                           "input, or into detach() of this tensor, an independent copy");
+    throw std::logic_error(std::string("in-place write (value_mut, copy_): this tensor is the result of ") + op +
+                           ", a copy in tapegrad (a view in PyTorch): a write would not reach " + op +
+                           "'s input; write into the input, or into detach() of this tensor, an independent copy");
   ++impl_->version;
   return impl_->value;
 }
@@ -89,9 +89,10 @@ static Array seed_of(const Tensor& t, std::optional<Array> gradient, const char*
     throw std::invalid_argument(std::string(op) + ": gradient of shape " + shape_str(shape_of(*gradient)) +
                                 " for a tensor of shape " + shape_str(t.shape()));
   if (!gradient && t.numel() != 1)
-    throw std::invalid_argument(std::string(op) +
-                                ": a gradient can only be implied for a one-element tensor; this one has shape " +
-                                shape_str(t.shape()) + (op == std::string("grad") ? ": pass grad_output" : ": pass backward(gradient)"));
+    throw std::invalid_argument(
+        std::string(op) + ": a gradient can only be implied for a one-element tensor; this one has shape " +
+        shape_str(t.shape()) +
+        (op == std::string("grad") ? ": pass grad_output" : ": pass backward(gradient)"));
   return gradient ? std::move(*gradient) : Array(xt::ones<float>(t.shape()));
 }
 
@@ -99,16 +100,18 @@ void Tensor::backward(std::optional<Array> gradient, bool retain_graph) const {
   run_backward(*this, seed_of(*this, std::move(gradient), "backward"), retain_graph);
 }
 
-std::vector<Grad> grad(const Tensor& output, const std::vector<Tensor>& inputs, std::optional<Array> grad_output,
-                       bool retain_graph) {
+std::vector<Grad> grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                       std::optional<Array> grad_output, bool retain_graph) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string what = "grad: input " + std::to_string(i) + " (" +
                              (inputs[i].name().empty() ? "of shape " + shape_str(inputs[i].shape())
-                                                       : "'" + inputs[i].name() + "'") + ")";
+                                                       : "'" + inputs[i].name() + "'") +
+                             ")";
     if (!inputs[i].is_leaf() || !inputs[i].requires_grad())
       throw std::invalid_argument(what + " is not a leaf that requires grad");
     for (std::size_t j = 0; j < i; ++j)
-      if (inputs[j].is_same(inputs[i])) throw std::invalid_argument(what + " is input " + std::to_string(j) + " again");
+      if (inputs[j].is_same(inputs[i]))
+        throw std::invalid_argument(what + " is input " + std::to_string(j) + " again");
   }
   return run_backward(output, seed_of(output, std::move(grad_output), "grad"), retain_graph, &inputs);
 }

@@ -5,11 +5,12 @@
 //              [--threads T]
 //
 // Trains N epochs (default 40) on a seeded 80/20 split and prints one row per
-// epoch. --threads T splits each batch across T threads (nn::data_parallel;
-// default 1, or TAPEGRAD_NUM_THREADS): a run repeats exactly for one T, and
-// differs in rounding and dropout masks from a run on another T. --save FILE writes a checkpoint after every epoch; --load FILE goes on
+// epoch. --save FILE writes a checkpoint after every epoch; --load FILE goes on
 // from the epoch it holds, exactly as if the run had not stopped. --stop-after K
-// stops after epoch K, as an interrupted run would.
+// stops after epoch K, as an interrupted run would. --threads T splits each
+// batch across T threads (nn::data_parallel; default 1, or TAPEGRAD_NUM_THREADS):
+// a run repeats exactly for one T, and differs in rounding and dropout masks
+// from a run on another T.
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -19,8 +20,14 @@
 #include "flags.hpp"
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv, {{"--data", DIGITS_DEFAULT_DATA}, {"--epochs", "40"}, {"--seed", "0"},
-                         {"--save", ""}, {"--load", ""}, {"--stop-after", ""}, {"--threads", ""}});  // "": off unless given
+  Flags flag(argc, argv,
+             {{"--data", DIGITS_DEFAULT_DATA},
+              {"--epochs", "40"},
+              {"--seed", "0"},
+              {"--save", ""},
+              {"--load", ""},
+              {"--stop-after", ""},
+              {"--threads", ""}});  // "": off unless given
   if (flag.given("--threads")) tg::set_num_threads(flag.number("--threads"));
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
@@ -62,7 +69,8 @@ int main(int argc, char** argv) try {
       // loss(model(x)) and its backward pass, the batch's rows split across the
       // threads (on one thread: exactly that).
       tg::Tensor loss = tg::nn::data_parallel(
-          model.parameters(), idx.size(), [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
+          model.parameters(), idx.size(),
+          [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
           [&](const tg::Tensor& logits) { return tg::cross_entropy(logits, y); }, gen);
       opt.step();
       total += loss.item() * idx.size();

@@ -60,8 +60,14 @@ static std::vector<std::string> read_names(const std::string& path) {
 }
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv, {{"--data", NAMES_DEFAULT_DATA}, {"--epochs", "10"}, {"--seed", "0"},
-                         {"--save", ""}, {"--load", ""}, {"--stop-after", ""}, {"--threads", ""}});  // "": off unless given
+  Flags flag(argc, argv,
+             {{"--data", NAMES_DEFAULT_DATA},
+              {"--epochs", "10"},
+              {"--seed", "0"},
+              {"--save", ""},
+              {"--load", ""},
+              {"--stop-after", ""},
+              {"--threads", ""}});  // "": off unless given
   if (flag.given("--threads")) tg::set_num_threads(flag.number("--threads"));
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
@@ -103,7 +109,8 @@ int main(int argc, char** argv) try {
       opt.zero_grad();
       // loss(model(x)) and its backward pass, the batch's rows split across the threads.
       tg::nn::data_parallel(
-          model.parameters(), idx.size(), [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
+          model.parameters(), idx.size(),
+          [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
           [&](const tg::Tensor& logits) { return tg::cross_entropy(logits, y); }, gen);
       opt.step();
     }

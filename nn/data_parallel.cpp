@@ -12,8 +12,9 @@ namespace tg::nn {
 static Tensor checked_loss(const std::function<Tensor(const Tensor&)>& loss, const Tensor& output) {
   Tensor l = loss(output);
   if (l.numel() != 1 || !l.requires_grad())
-    throw std::invalid_argument("data_parallel: loss(output) returned a tensor of shape " + shape_str(l.shape()) +
-                                (l.requires_grad() ? "" : " that does not require grad") + "; it must be one value");
+    throw std::invalid_argument(
+        "data_parallel: loss(output) returned a tensor of shape " + shape_str(l.shape()) +
+        (l.requires_grad() ? "" : " that does not require grad") + "; it must be one value");
   return l;
 }
 
@@ -23,14 +24,16 @@ Tensor data_parallel(const std::vector<Tensor>& parameters, std::size_t batch,
   if (batch == 0) throw std::invalid_argument("data_parallel: the batch has no rows");
   if (!is_grad_enabled()) throw std::logic_error("data_parallel: grad mode is off (a NoGradGuard is alive)");
   const std::size_t shards = std::min(get_num_threads(), batch);
-  auto begin = [&](std::size_t k) { return batch * k / shards; };  // shard k holds rows [begin(k), begin(k + 1))
+  auto begin = [&](std::size_t k) {
+    return batch * k / shards;
+  };  // shard k holds rows [begin(k), begin(k + 1))
   auto forward_rows = [&](std::size_t k) {
     Tensor out = forward(begin(k), begin(k + 1));
     if (out.dim() == 0 || out.shape()[0] != begin(k + 1) - begin(k) || !out.requires_grad())
-      throw std::invalid_argument("data_parallel: forward(" + std::to_string(begin(k)) + ", " +
-                                  std::to_string(begin(k + 1)) + ") returned a tensor of shape " +
-                                  shape_str(out.shape()) + (out.requires_grad() ? "" : " that does not require grad") +
-                                  "; its first dim must be those rows");
+      throw std::invalid_argument(
+          "data_parallel: forward(" + std::to_string(begin(k)) + ", " + std::to_string(begin(k + 1)) +
+          ") returned a tensor of shape " + shape_str(out.shape()) +
+          (out.requires_grad() ? "" : " that does not require grad") + "; its first dim must be those rows");
     return out;
   };
   if (shards == 1) {  // the plain step

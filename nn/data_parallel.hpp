@@ -53,6 +53,7 @@ namespace tg::nn {
 
 Tensor data_parallel(const std::vector<Tensor>& parameters, std::size_t batch,
                      const std::function<Tensor(std::size_t begin, std::size_t end)>& forward,
-                     const std::function<Tensor(const Tensor& output)>& loss, Generator& gen = default_generator());
+                     const std::function<Tensor(const Tensor& output)>& loss,
+                     Generator& gen = default_generator());
 
 }  // namespace tg::nn

@@ -84,14 +84,19 @@ Outcome train(bool parallel, float dropout = 0) {
 
 void check_same(const Outcome& a, const Outcome& b) {
   CHECK(a.losses == b.losses);
-  for (std::size_t i = 0; i < a.grads.size(); ++i) CHECK_MESSAGE(same_bits(a.grads[i], b.grads[i]), "grad ", i);
-  for (std::size_t i = 0; i < a.params.size(); ++i) CHECK_MESSAGE(same_bits(a.params[i], b.params[i]), "param ", i);
+  for (std::size_t i = 0; i < a.grads.size(); ++i)
+    CHECK_MESSAGE(same_bits(a.grads[i], b.grads[i]), "grad ", i);
+  for (std::size_t i = 0; i < a.params.size(); ++i)
+    CHECK_MESSAGE(same_bits(a.params[i], b.params[i]), "param ", i);
 }
 
 void check_close(const Outcome& a, const Outcome& b) {
-  for (std::size_t i = 0; i < a.losses.size(); ++i) CHECK(a.losses[i] == doctest::Approx(b.losses[i]).epsilon(1e-5));
-  for (std::size_t i = 0; i < a.grads.size(); ++i) CHECK_MESSAGE(allclose(a.grads[i], b.grads[i], 1e-4, 1e-6), "grad ", i);
-  for (std::size_t i = 0; i < a.params.size(); ++i) CHECK_MESSAGE(allclose(a.params[i], b.params[i], 1e-4, 1e-6), "param ", i);
+  for (std::size_t i = 0; i < a.losses.size(); ++i)
+    CHECK(a.losses[i] == doctest::Approx(b.losses[i]).epsilon(1e-5));
+  for (std::size_t i = 0; i < a.grads.size(); ++i)
+    CHECK_MESSAGE(allclose(a.grads[i], b.grads[i], 1e-4, 1e-6), "grad ", i);
+  for (std::size_t i = 0; i < a.params.size(); ++i)
+    CHECK_MESSAGE(allclose(a.params[i], b.params[i], 1e-4, 1e-6), "param ", i);
 }
 
 }  // namespace
@@ -108,7 +113,8 @@ TEST_SUITE("threads") {
     for (std::size_t i = 0; i < params.size(); ++i) {
       CAPTURE(i);
       CHECK(params[i].grad().empty());
-      CHECK(same_bits(grads[i].to_dense(params[i].shape()), a.params()[i].grad().to_dense(params[i].shape())));
+      CHECK(
+          same_bits(grads[i].to_dense(params[i].shape()), a.params()[i].grad().to_dense(params[i].shape())));
     }
   }
 
@@ -124,13 +130,17 @@ TEST_SUITE("threads") {
   TEST_CASE("grad(): bad inputs are named, and nothing changes") {
     Tensor x({1.0f, 2.0f}, true), y = x * 2.0f;
     x.set_name("x");
-    CHECK_THROWS_WITH_AS(tg::grad(tg::sum(y), {y}), doctest::Contains("grad: input 0 (of shape [2]) is not a leaf"),
+    CHECK_THROWS_WITH_AS(tg::grad(tg::sum(y), {y}),
+                         doctest::Contains("grad: input 0 (of shape [2]) is not a leaf"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::grad(tg::sum(y), {x, x}), "grad: input 1 ('x') is input 0 again", std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::grad(y, {x}), doctest::Contains("implied for a one-element tensor; this one has shape [2]: pass grad_output"),
+    CHECK_THROWS_WITH_AS(tg::grad(tg::sum(y), {x, x}), "grad: input 1 ('x') is input 0 again",
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::grad(Tensor({1.0f}), {x}), doctest::Contains("grad: the tensor does not require grad"),
-                         std::logic_error);
+    CHECK_THROWS_WITH_AS(
+        tg::grad(y, {x}),
+        doctest::Contains("implied for a one-element tensor; this one has shape [2]: pass grad_output"),
+        std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::grad(Tensor({1.0f}), {x}),
+                         doctest::Contains("grad: the tensor does not require grad"), std::logic_error);
     CHECK(x.grad().empty());
     const std::vector<tg::Grad> g = tg::grad(tg::sum(y), {x});  // the graph is still whole
     CHECK(same_bits(g[0].dense(), Array({2.0f, 2.0f})));
@@ -141,7 +151,8 @@ TEST_SUITE("threads") {
     check_same(train(false), train(true));
   }
 
-  TEST_CASE("data_parallel on 2 and 3 threads: the same bits run to run, the plain step's values within rounding") {
+  TEST_CASE(
+      "data_parallel on 2 and 3 threads: the same bits run to run, the plain step's values within rounding") {
     const Outcome plain = train(false);
     for (std::size_t n : {2, 3}) {
       CAPTURE(n);
@@ -154,7 +165,8 @@ TEST_SUITE("threads") {
     }
   }
 
-  TEST_CASE("data_parallel with dropout: the plain step on one thread; on 2 and 3, the same masks run to run") {
+  TEST_CASE(
+      "data_parallel with dropout: the plain step on one thread; on 2 and 3, the same masks run to run") {
     for (std::size_t n : {1, 2, 3}) {
       CAPTURE(n);
       Threads threads(n);
@@ -175,13 +187,16 @@ TEST_SUITE("threads") {
       return tg::matmul(tg::narrow(x, 0, b, e - b), w);
     };
     // mean(x w) + sum(w): d/dw = x^T 1 / 4 + 1 = [[2, 2], [2.5, 2.5]]
-    Tensor loss = tg::nn::data_parallel({w}, 2, forward, [&](const Tensor& y) { return tg::mean(y) + tg::sum(w); });
+    Tensor loss =
+        tg::nn::data_parallel({w}, 2, forward, [&](const Tensor& y) { return tg::mean(y) + tg::sum(w); });
     CHECK(loss.item() == doctest::Approx((-1.5 + 5 - 2.5 + 11) / 4 + 2.5));
     CHECK(!loss.requires_grad());
     CHECK(allclose(w.grad().dense(), Array({{2.0f, 2.0f}, {2.5f, 2.5f}})));
   }
 
-  TEST_CASE("data_parallel: a shard that throws, a wrong output or loss: no gradient added; grad mode off is refused") {
+  TEST_CASE(
+      "data_parallel: a shard that throws, a wrong output or loss: no gradient added; grad mode off is "
+      "refused") {
     Threads threads(2);
     Data d;
     Model m;
@@ -191,16 +206,18 @@ TEST_SUITE("threads") {
       if (b > 0) throw std::runtime_error("shard failed");
       return m.logits(d, b, e);
     };
-    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, throwing, loss), "shard failed", std::runtime_error);
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, throwing, loss), "shard failed",
+                         std::runtime_error);
     auto wrong_rows = [&](std::size_t b, std::size_t e) { return m.logits(d, b, b == 0 ? e - 1 : e); };
-    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, wrong_rows, loss),
-                         doctest::Contains("data_parallel: forward(0, 18) returned a tensor of shape [17, 3]"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        tg::nn::data_parallel(m.params(), 37, wrong_rows, loss),
+        doctest::Contains("data_parallel: forward(0, 18) returned a tensor of shape [17, 3]"),
+        std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 37, logits, [](const Tensor& y) { return y; }),
                          doctest::Contains("data_parallel: loss(output) returned a tensor of shape [37, 3]"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 0, logits, loss), "data_parallel: the batch has no rows",
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(m.params(), 0, logits, loss),
+                         "data_parallel: the batch has no rows", std::invalid_argument);
     {
       tg::NoGradGuard no_grad;
       CHECK_THROWS_AS(tg::nn::data_parallel(m.params(), 37, logits, loss), std::logic_error);
