@@ -45,9 +45,10 @@ std::vector<float> Tensor::to_vector() const {
 
 Array& Tensor::value_mut() {
   if (const char* op = impl_->copy_of_view)
-    throw std::logic_error(std::string("in-place write (value_mut, copy_): this tensor is the result of ") + op +
-                           ", a copy in tapegrad (a view in PyTorch): a write would not reach " + op +
-                           "'s input; write into the input, or into detach() of this tensor, an independent copy");
+    throw std::logic_error(
+        std::string("in-place write (value_mut, copy_): this tensor is the result of ") + op +
+        ", a copy in tapegrad (a view in PyTorch): a write would not reach " + op +
+        "'s input; write into the input, or into detach() of this tensor, an independent copy");
   ++impl_->version;
   return impl_->value;
 }
