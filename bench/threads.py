@@ -178,9 +178,12 @@ def programs_part(args, threads):
                 step = [l.split()[1] for l in out.splitlines() if l.startswith("step_ms:")]
                 times[n].append(float(step[0]) if step else wall)
         med = {n: statistics.median(times[n]) for n in threads}
-        rows.append([name] + [f"{med[n]:.3f}" for n in threads] + [ratio(med[threads[0]], med[n]) for n in threads[1:]])
+        rss = {n: peak_rss_mb(cmd + ["--threads", str(n)]) for n in threads}
+        rows.append([name] + [f"{med[n]:.3f}" for n in threads] + [ratio(med[threads[0]], med[n]) for n in threads[1:]] +
+                    [" / ".join(f"{rss[n]:.0f}" if rss[n] else "-" for n in threads)])
         print(f"programs: {rows[-1]}", file=sys.stderr)
-    head = ["program (nn::data_parallel)"] + [f"{n} thr" for n in threads] + [f"{n} thr speed-up" for n in threads[1:]]
+    head = ["program (nn::data_parallel)"] + [f"{n} thr" for n in threads] + \
+           [f"{n} thr speed-up" for n in threads[1:]] + ["peak RSS MB (" + " / ".join(map(str, threads)) + ")"]
     return head, rows
 
 
