@@ -9,6 +9,8 @@
 
 #include <xtensor/xbuilder.hpp>
 
+#include "../core/parallel.hpp"
+
 namespace tg::data {
 
 namespace {
@@ -40,21 +42,33 @@ CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::in
                 CsrValues values) {
   check_num_cols(num_cols, "to_csr");
   check_ids(documents, num_cols, "to_csr");
+  // Each document's row on its own, on every thread (tg::parallel_for): its ids
+  // sorted, so that equal ids are adjacent, and each run of them made one entry.
+  std::vector<std::vector<std::int64_t>> ids(documents.size());
+  std::vector<std::vector<float>> counts(documents.size());
+  parallel_for(documents.size(), 8, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t d = lo; d < hi; ++d) {
+      std::vector<std::int64_t>& row = ids[d];
+      row.assign(documents[d].begin(), documents[d].end());
+      std::sort(row.begin(), row.end());
+      std::size_t kept = 0;
+      for (std::size_t k = 0; k < row.size();) {
+        std::size_t end = k;
+        while (end < row.size() && row[end] == row[k]) ++end;
+        row[kept++] = row[k];
+        counts[d].push_back(values == CsrValues::binary ? 1.0f : static_cast<float>(end - k));
+        k = end;
+      }
+      row.resize(kept);
+    }
+  });
+  // Then the rows, end to end.
   CsrBatch batch;
   batch.num_cols = num_cols;
   batch.indptr.reserve(documents.size() + 1);
-  std::vector<std::int64_t> sorted;
-  for (const auto& document : documents) {
-    sorted.assign(document.begin(), document.end());
-    std::sort(sorted.begin(), sorted.end());
-    // Equal ids are now adjacent: each run becomes one entry.
-    for (std::size_t k = 0; k < sorted.size();) {
-      std::size_t end = k;
-      while (end < sorted.size() && sorted[end] == sorted[k]) ++end;
-      batch.indices.push_back(sorted[k]);
-      batch.values.push_back(values == CsrValues::binary ? 1.0f : static_cast<float>(end - k));
-      k = end;
-    }
+  for (std::size_t d = 0; d < documents.size(); ++d) {
+    batch.indices.insert(batch.indices.end(), ids[d].begin(), ids[d].end());
+    batch.values.insert(batch.values.end(), counts[d].begin(), counts[d].end());
     batch.indptr.push_back(batch.nnz());
   }
   return batch;
