@@ -197,6 +197,36 @@ TEST_SUITE("threads") {
     }
   }
 
+  TEST_CASE("to_csr: the same batch on 1, 2 and 3 threads") {
+    tg::Generator gen(5);
+    std::vector<std::vector<int64_t>> docs(100);
+    for (auto& doc : docs)
+      for (std::size_t k = gen() % 300; k > 0; --k) doc.push_back(static_cast<int64_t>(gen() % 500));
+    for (auto values : {tg::data::CsrValues::counts, tg::data::CsrValues::binary}) {
+      tg::CsrBatch one, two, three;
+      {
+        Threads threads(1);
+        one = tg::data::to_csr(docs, 500, values);
+      }
+      const std::size_t before = tg::detail::split_loops();
+      {
+        Threads threads(2);
+        two = tg::data::to_csr(docs, 500, values);
+      }
+      CHECK(tg::detail::split_loops() > before);
+      {
+        Threads threads(3);
+        three = tg::data::to_csr(docs, 500, values);
+      }
+      for (const tg::CsrBatch* b : {&two, &three}) {
+        CHECK(b->indptr == one.indptr);
+        CHECK(b->indices == one.indices);
+        CHECK(b->values == one.values);
+      }
+      CHECK(one.rows() == 100);
+    }
+  }
+
   TEST_CASE("matrix products split by rows: the same bits run to run on a thread count, close across counts") {
     // Each block of rows is one BLAS call, whose kernels may round a block's
     // edge rows differently from the same rows inside a larger call: the
