@@ -174,7 +174,7 @@ static void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::
   const auto a = xt::adapt(A, m * k, xt::no_ownership(), trans_a ? Shape2{k, m} : Shape2{m, k});
   const auto b = xt::adapt(B, k * n, xt::no_ownership(), trans_b ? Shape2{n, k} : Shape2{k, n});
   const float beta = accumulate ? 1.0f : 0.0f;
-  parallel_for(m, std::max<std::size_t>(1, (std::size_t{1} << 15) / (n * k)), [&](std::size_t lo, std::size_t hi) {
+  parallel_for(m, grain_for(1, n * k, std::size_t{1} << 15), [&](std::size_t lo, std::size_t hi) {
     auto c = xt::adapt(C + lo * n, (hi - lo) * n, xt::no_ownership(), Shape2{hi - lo, n});
     if (lo == 0 && hi == m) {
       xt::blas::gemm(a, b, c, trans_a, trans_b, 1.0f, beta);
@@ -659,7 +659,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   out_shape.insert(out_shape.end(), {n, m});
   Array out = empty_array("matmul", out_shape);
   const float *A = a.value().data(), *B = b.value().data();
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 15) / std::max<std::size_t>(n * m * k, 1));
+  const std::size_t grain = grain_for(1, n * m * k, std::size_t{1} << 15);  // products per chunk
   parallel_for(a_src.size(), grain, [&](std::size_t lo, std::size_t hi) {  // the products are independent
     for (std::size_t i = lo; i < hi; ++i)
       gemm(false, false, n, m, k, A + a_src[i] * n * k, B + b_src[i] * k * m, out.data() + i * n * m);

@@ -22,6 +22,7 @@
 // threads of its own is not oversubscribed.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 
@@ -36,7 +37,17 @@ std::size_t get_num_threads();
 // get_num_threads() of them at once, each at least `grain` long (except a
 // shorter n), and returns when all are done. The first exception a chunk
 // throws is rethrown here, after every chunk has ended.
-void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& body);
+void parallel_for(std::size_t n, std::size_t grain,
+                  const std::function<void(std::size_t, std::size_t)>& body);
+
+// The chunk length (the grain) for a parallel_for over `items` pieces that do
+// `work` multiply-adds in all: enough pieces that a chunk does about
+// `chunk_work` of them (16k unless said), so that a chunk outweighs waking a
+// thread. At least 1.
+inline std::size_t grain_for(std::size_t items, std::size_t work,
+                             std::size_t chunk_work = std::size_t{1} << 14) {
+  return std::max<std::size_t>(1, items * chunk_work / std::max<std::size_t>(work, 1));
+}
 
 namespace detail {
 // How many parallel_for calls so far ran on more than one thread: lets a test

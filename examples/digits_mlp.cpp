@@ -20,15 +20,8 @@
 #include "flags.hpp"
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv,
-             {{"--data", DIGITS_DEFAULT_DATA},
-              {"--epochs", "40"},
-              {"--seed", "0"},
-              {"--save", ""},
-              {"--load", ""},
-              {"--stop-after", ""},
-              {"--threads", ""}});  // "": off unless given
-  if (flag.given("--threads")) tg::set_num_threads(flag.number("--threads"));
+  Flags flag(argc, argv, training_flags(DIGITS_DEFAULT_DATA, "40"));
+  training_threads(flag);
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
   const int seed = flag.number("--seed");

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include <tapegrad/tapegrad.hpp>
+#include <tapegrad/core/parallel.hpp>
 
 class Flags {
  public:
@@ -86,4 +86,27 @@ inline PictureFiles picture_files(int argc, char** argv, const std::vector<std::
 inline void use_threads(std::size_t n) {
   if (n == 0 && std::getenv("TAPEGRAD_NUM_THREADS") != nullptr) return;  // the library has read it
   tg::set_num_threads(n > 0 ? n : std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// The flags of the training programs (digits_mlp, names_mlp, names_gpt), with
+// the program's default data and epochs, plus any flags of its own; "": off
+// unless given.
+inline std::map<std::string, std::string> training_flags(const std::string& data, const std::string& epochs,
+                                                         std::map<std::string, std::string> own = {}) {
+  own.insert({{"--data", data},
+              {"--epochs", epochs},
+              {"--seed", "0"},
+              {"--save", ""},
+              {"--load", ""},
+              {"--stop-after", ""},
+              {"--threads", ""}});
+  return own;
+}
+
+// Their --threads T: T threads for nn::data_parallel's shards and the split
+// loops. Not given: the library's default (1, or TAPEGRAD_NUM_THREADS), since
+// the results differ in rounding from one thread count to another, and the
+// tables that the docs show are one thread's.
+inline void training_threads(const Flags& flag) {
+  if (flag.given("--threads")) tg::set_num_threads(flag.number("--threads"));
 }

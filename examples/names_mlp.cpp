@@ -60,15 +60,8 @@ static std::vector<std::string> read_names(const std::string& path) {
 }
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv,
-             {{"--data", NAMES_DEFAULT_DATA},
-              {"--epochs", "10"},
-              {"--seed", "0"},
-              {"--save", ""},
-              {"--load", ""},
-              {"--stop-after", ""},
-              {"--threads", ""}});  // "": off unless given
-  if (flag.given("--threads")) tg::set_num_threads(flag.number("--threads"));
+  Flags flag(argc, argv, training_flags(NAMES_DEFAULT_DATA, "10"));
+  training_threads(flag);
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
 

@@ -24,9 +24,8 @@ Tensor data_parallel(const std::vector<Tensor>& parameters, std::size_t batch,
   if (batch == 0) throw std::invalid_argument("data_parallel: the batch has no rows");
   if (!is_grad_enabled()) throw std::logic_error("data_parallel: grad mode is off (a NoGradGuard is alive)");
   const std::size_t shards = std::min(get_num_threads(), batch);
-  auto begin = [&](std::size_t k) {
-    return batch * k / shards;
-  };  // shard k holds rows [begin(k), begin(k + 1))
+  // Shard k holds the rows [begin(k), begin(k + 1)).
+  auto begin = [&](std::size_t k) { return batch * k / shards; };
   auto forward_rows = [&](std::size_t k) {
     Tensor out = forward(begin(k), begin(k + 1));
     if (out.dim() == 0 || out.shape()[0] != begin(k + 1) - begin(k) || !out.requires_grad())

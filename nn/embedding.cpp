@@ -189,12 +189,6 @@ TG_ALSO_FOR_AVX2 void add_shares(const Plan& p, const std::vector<std::size_t>& 
   }
 }
 
-// Rows (or bags) per chunk of a parallel loop that does `work` multiply-adds
-// over `n` of them: about 16k each, so that a chunk outweighs waking a thread.
-std::size_t grain(std::size_t n, std::size_t work) {
-  return std::max<std::size_t>(1, n * (std::size_t{1} << 14) / std::max<std::size_t>(work, 1));
-}
-
 // The weight's gradient from d(loss)/d(output) g. argmax (max mode) says, for
 // each output element, which entry it came from. Each row's slot is filled by
 // its own entries alone, so the rows are split across threads (core/parallel.hpp).
@@ -207,7 +201,7 @@ SparseRows row_grads(const Plan& p, const Array& g, const std::vector<std::size_
   const std::size_t unique = group.size();
   group.push_back(order.size());
   SparseRows out{std::vector<int64_t>(unique), xt::empty<float>({unique, p.dim}), p.num_rows};
-  parallel_for(unique, grain(unique, order.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
+  parallel_for(unique, grain_for(unique, order.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
     add_shares(p, order, group, lo, hi, g.data(), argmax, out);
   });
   return out;
@@ -228,8 +222,8 @@ Embedding::Embedding(std::size_t num_embeddings, std::size_t embedding_dim, Embe
     : options_(std::move(options)) {
   options_.padding_idx = normalize_padding("Embedding", options_.padding_idx, num_embeddings);
   check_norm_type("Embedding", options_.norm_type);
-  weight =
-      register_parameter("weight", make_weight("Embedding", num_embeddings, embedding_dim, options_.padding_idx, gen));
+  weight = register_parameter(
+      "weight", make_weight("Embedding", num_embeddings, embedding_dim, options_.padding_idx, gen));
 }
 
 Embedding::Embedding(Array w, EmbeddingOptions options, bool requires_grad) : options_(std::move(options)) {
@@ -369,7 +363,7 @@ TG_ALSO_FOR_AVX2 void add_bag_rows(const Plan& p, std::size_t begin, std::size_t
 Array bag_sum(const Plan& p, const std::vector<std::size_t>& starts, const Array& weight) {
   const std::size_t bags = starts.size() - 1;
   Array out = xt::zeros<float>({bags, p.dim});
-  parallel_for(bags, grain(bags, p.index.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
+  parallel_for(bags, grain_for(bags, p.index.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
     add_bag_rows(p, starts[lo], starts[hi], weight.data(), out.data());
   });
   return out;
@@ -394,7 +388,8 @@ Array bag_max(const Plan& p, const Array& weight, std::size_t bags, std::vector<
 }
 
 // d(loss)/d(per_sample_weights[k]) = <weight row of entry k, gradient of its bag>.
-Array per_sample_weights_grad(const Plan& p, const Array& weight, const Array& g, const Array::shape_type& shape) {
+Array per_sample_weights_grad(const Plan& p, const Array& weight, const Array& g,
+                              const Array::shape_type& shape) {
   Array out = xt::zeros<float>(shape);
   for (std::size_t k = 0; k < p.index.size(); ++k) {
     if (p.bag_of[k] == skip) continue;
@@ -414,8 +409,8 @@ EmbeddingBag::EmbeddingBag(std::size_t num_embeddings, std::size_t embedding_dim
     : options_(std::move(options)) {
   options_.padding_idx = normalize_padding("EmbeddingBag", options_.padding_idx, num_embeddings);
   check_norm_type("EmbeddingBag", options_.norm_type);
-  weight =
-      register_parameter("weight", make_weight("EmbeddingBag", num_embeddings, embedding_dim, options_.padding_idx, gen));
+  weight = register_parameter(
+      "weight", make_weight("EmbeddingBag", num_embeddings, embedding_dim, options_.padding_idx, gen));
 }
 
 EmbeddingBag::EmbeddingBag(Array w, EmbeddingBagOptions options, bool requires_grad)

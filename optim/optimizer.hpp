@@ -233,7 +233,7 @@ class Optimizer {
   template <std::size_t N, class Update>
   static void for_each_row(const Grad& grad, std::size_t rows, std::size_t cols,
                            const std::array<float*, N>& touched, Update update) {
-    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(cols, 1));
+    const std::size_t grain = grain_for(1, cols);  // rows per chunk
     if (grad.is_dense()) {
       const float* g = grad.dense().data();
       parallel_for(rows, grain, [&](std::size_t lo, std::size_t hi) {

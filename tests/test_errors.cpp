@@ -422,6 +422,30 @@ TEST_SUITE("errors") {
     check_intact(rig, control);
   }
 
+  TEST_CASE("tg::grad of a non-leaf or a repeated input; data_parallel with the wrong rows or loss") {
+    Rig rig, control;
+    const std::vector<Tensor> params = rig.net.parameters();
+    EXPECT_ERROR(std::invalid_argument, tg::grad(rig.loss(), {rig.logits()}),
+                 "grad: input 0 (of shape [3, 2]) is not a leaf that requires grad");
+    EXPECT_ERROR(std::invalid_argument, tg::grad(rig.loss(), {params[0], params[1], params[0]}), "grad: input 2",
+                 "is input 0 again");
+    tg::test::Threads two(2);
+    auto whole_batch = [&](std::size_t, std::size_t) { return rig.logits(); };  // not the shard's rows
+    auto loss = [&](const Tensor& logits) { return tg::cross_entropy(logits, labels); };
+    EXPECT_ERROR(std::invalid_argument, tg::nn::data_parallel(params, 3, whole_batch, loss),
+                 "data_parallel: forward(", "returned a tensor of shape [3, 2]", "its first dim must be those rows");
+    auto rows = [&](std::size_t b, std::size_t e) { return tg::narrow(rig.logits(), 0, b, e - b); };
+    EXPECT_ERROR(std::invalid_argument, tg::nn::data_parallel(params, 3, rows, [](const Tensor& y) { return y; }),
+                 "data_parallel: loss(output) returned a tensor of shape [3, 2]", "it must be one value");
+    EXPECT_ERROR(std::invalid_argument, tg::nn::data_parallel(params, 0, rows, loss),
+                 "data_parallel: the batch has no rows");
+    {
+      tg::NoGradGuard no_grad;
+      EXPECT_ERROR(std::logic_error, tg::nn::data_parallel(params, 3, rows, loss), "data_parallel: grad mode is off");
+    }
+    check_intact(rig, control);
+  }
+
   TEST_CASE("an in-place write between forward and backward: std::logic_error naming the op and versions") {
     Rig rig, control;
     Tensor loss = rig.loss();
