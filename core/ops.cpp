@@ -665,28 +665,27 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       gemm(false, false, n, m, k, A + a_src[i] * n * k, B + b_src[i] * k * m, out.data() + i * n * m);
   });
 
-  return record("matmul", std::move(out), {a, b}, [n, k, m, grain, a_src, b_src](const Array& g, const Node& node, Grads& d) {
-                  // A matrix used by several products (a broadcast one) gets the sum
-                  // of their gradients: the first GEMM writes, the others add.
+  return record("matmul", std::move(out), {a, b}, [n, k, m, a_src, b_src](const Array& g, const Node& node, Grads& d) {
+                  // Each matrix of an input gets the sum of the gradients of the products
+                  // that read it (several where it was broadcast), in product order: the
+                  // first GEMM writes, the others add. The matrices are independent, so
+                  // they are split across threads.
                   auto grads_of = [&](std::size_t input, const std::vector<std::size_t>& src, std::size_t size,
                                       auto product) {
                     const auto& shape = node.input_shape(input);
                     std::size_t count = 1;  // matrices in this input
                     for (std::size_t j = 0; j + 2 < shape.size(); ++j) count *= shape[j];
+                    std::vector<std::vector<std::size_t>> readers(count);  // the products reading each matrix
+                    for (std::size_t i = 0; i < src.size(); ++i) readers[src[i]].push_back(i);
                     Array gx = xt::empty<float>(shape);
-                    if (count == src.size()) {  // not broadcast: each product writes a matrix of its own
-                      parallel_for(count, grain, [&](std::size_t lo, std::size_t hi) {
-                        for (std::size_t i = lo; i < hi; ++i) product(i, gx.data() + src[i] * size, false);
-                      });
-                    } else {
-                      std::vector<bool> written(count, false);
-                      for (std::size_t i = 0; i < src.size(); ++i) {
-                        product(i, gx.data() + src[i] * size, written[src[i]]);
-                        written[src[i]] = true;
+                    const std::size_t grain = grain_for(count, src.size() * n * m * k, std::size_t{1} << 15);
+                    parallel_for(count, grain, [&](std::size_t lo, std::size_t hi) {
+                      for (std::size_t j = lo; j < hi; ++j) {
+                        float* gj = gx.data() + j * size;
+                        if (readers[j].empty()) std::fill_n(gj, size, 0.0f);  // in no product (an empty batch)
+                        for (std::size_t r = 0; r < readers[j].size(); ++r) product(readers[j][r], gj, r > 0);
                       }
-                      for (std::size_t j = 0; j < written.size(); ++j)  // in no product (an empty batch)
-                        if (!written[j]) std::fill_n(gx.data() + j * size, size, 0.0f);
-                    }
+                    });
                     d[input] = std::move(gx);
                   };
                   const float *A = node.input(0).data(), *B = node.input(1).data();

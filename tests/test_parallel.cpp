@@ -267,4 +267,32 @@ TEST_SUITE("threads") {
       }
     }
   }
+
+  TEST_CASE("matmul backward over a broadcast batch: the matrices split, the same bits run to run") {
+    // a's 6 matrices are each read by 5 products; each gets the sum of their
+    // gradients, added in product order whichever thread holds it.
+    auto grads = [] {
+      tg::Generator gen(5);
+      Tensor a = tg::randn({6, 1, 32, 48}, gen, true), b = tg::randn({6, 5, 48, 40}, gen, true);
+      tg::sum(tg::tanh(tg::matmul(a, b))).backward();
+      return std::vector<Array>{a.grad().dense(), b.grad().dense()};
+    };
+    std::vector<Array> one;
+    {
+      Threads threads(1);
+      one = grads();
+    }
+    for (std::size_t n : {2, 3}) {
+      CAPTURE(n);
+      Threads threads(n);
+      const std::size_t before = tg::detail::split_loops();
+      const std::vector<Array> first = grads(), second = grads();
+      CHECK(tg::detail::split_loops() > before);
+      for (std::size_t i = 0; i < one.size(); ++i) {
+        CAPTURE(i);
+        CHECK(same_bits(first[i], second[i]));
+        CHECK_ALLCLOSE(first[i], one[i], 1e-4, 1e-4);
+      }
+    }
+  }
 }
