@@ -285,6 +285,82 @@ inline void check_same_state(const optim::Optimizer& a, const optim::Optimizer& 
   }
 }
 
+// What bounds the rounding of each element of a matrix product op(A) op(B)
+// (one per matrix of a batch): `magnitude` holds sum_i |a_i b_i| (plus |c| for
+// a term added on top, like a bias) and `terms` the count k of the sum. Any
+// order of summation in float, blocked or fused, leaves an element within
+// k u magnitude of the exact value, u = 2^-24 (Higham, Accuracy and Stability
+// of Numerical Algorithms, 3.1); so two such results differ by at most twice that.
+struct Bound {
+  std::vector<double> magnitude;
+  std::size_t terms = 0;
+};
+
+// |op(A)| |op(B)| in double, over `batch` matrices held one after another;
+// op transposes the last two dims when asked. `added` (if not empty) is
+// |c|, added to every element and counted as one more term.
+inline Bound abs_product(const Array& A, const Array& B, bool trans_a, bool trans_b, std::size_t k,
+                         const std::vector<double>& added = {}, std::size_t batch = 1) {
+  const std::size_t a_cols = A.shape().back(), b_cols = B.shape().back();
+  const std::size_t a_rows = A.size() / batch / a_cols, b_rows = B.size() / batch / b_cols;
+  const std::size_t m = trans_a ? a_cols : a_rows, n = trans_b ? b_rows : b_cols;
+  REQUIRE((trans_a ? a_rows : a_cols) == k);
+  REQUIRE((trans_b ? b_cols : b_rows) == k);
+  Bound out{std::vector<double>(batch * m * n, 0.0), k + (added.empty() ? 0 : 1)};
+  for (std::size_t bi = 0; bi < batch; ++bi) {
+    const float* a = A.data() + bi * a_rows * a_cols;
+    const float* b = B.data() + bi * b_rows * b_cols;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        double sum = added.empty() ? 0.0 : added[j];
+        for (std::size_t t = 0; t < k; ++t)
+          sum += std::abs(static_cast<double>(trans_a ? a[t * a_cols + i] : a[i * a_cols + t])) *
+                 std::abs(static_cast<double>(trans_b ? b[j * b_cols + t] : b[t * b_cols + j]));
+        out.magnitude[(bi * m + i) * n + j] = sum;
+      }
+  }
+  return out;
+}
+
+// |v| for a vector added to every row of a product (a bias), as abs_product's `added`.
+inline std::vector<double> abs_values(const Array& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = std::abs(static_cast<double>(v.data()[i]));
+  return out;
+}
+
+// "" when every element of a and b is within 2 k u magnitude of the other (their
+// sizes equal), else the first one that is not.
+inline std::string product_mismatch(const Array& a, const Array& b, const Bound& bound) {
+  if (a.size() != b.size() || a.size() != bound.magnitude.size())
+    return "sizes " + std::to_string(a.size()) + ", " + std::to_string(b.size()) + " and bound " +
+           std::to_string(bound.magnitude.size());
+  const double u = std::ldexp(1.0, -24);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double allowed = 2.0 * static_cast<double>(bound.terms) * u * bound.magnitude[i];
+    const double diff = std::abs(static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i]));
+    if (!(diff <= allowed)) {
+      std::ostringstream s;
+      s << "element " << i << ": " << a.data()[i] << " vs " << b.data()[i] << " (diff " << diff << ", allowed "
+        << allowed << " for " << bound.terms << " terms)";
+      return s.str();
+    }
+  }
+  return "";
+}
+
+}  // namespace tg::test
+
+// CHECK_PRODUCT_CLOSE(a, b, bound): two computations of one matrix product
+// agree within what float rounding allows for its sizes (tg::test::Bound).
+#define CHECK_PRODUCT_CLOSE(a, b, bound)                                  \
+  do {                                                                    \
+    std::string why_ = ::tg::test::product_mismatch((a), (b), (bound));   \
+    CHECK_MESSAGE(why_.empty(), #a " vs " #b ": " << why_);               \
+  } while (0)
+
+namespace tg::test {
+
 // Sets the thread count (core/parallel.hpp) for one test and puts back the one before.
 struct Threads {
   std::size_t before = get_num_threads();

@@ -353,40 +353,16 @@ TEST_SUITE("learn") {
     REQUIRE(b2.size() == 1);
     CHECK(b2[0] == doctest::Approx(d_out).epsilon(1e-3));
 
-    // gradcheck checks the loss as it is, so its analytic value is a gradient
-    // printed above, digit for digit.
-    CHECK(r.output.find("gradcheck passed for 'loss' (the whole function; L = fn(inputs)") !=
-          std::string::npos);
+    // gradcheck checks the loss as it is; the example then redoes one slope,
+    // fc1.weight[1, 1], whose analytic value is the gradient printed above,
+    // digit for digit, and whose central difference agrees to its 3 digits.
+    CHECK(r.output.find("gradcheck passed for 'loss' (L = fn(inputs), output made by op '") != std::string::npos);
     double analytic = 0, numeric = 0;
-    char where[32] = "";
-    const std::string report = line_starting(r.output, "gradcheck passed");
-    REQUIRE(report.find("largest error at input ") != std::string::npos);
-    std::size_t input = 99;
-    REQUIRE(std::sscanf(report.substr(report.find("largest error at input ")).c_str(),
-                        "largest error at input %zu [%31[^]]]: analytic %lf, numeric %lf", &input, where,
-                        &analytic, &numeric) == 4);
-    CHECK(std::abs(analytic - numeric) <= 2e-3 + 1e-2 * std::abs(numeric));
-    char name[32] = "", where_again[32] = "";
-    double printed = 0;
-    scan(r.output, "input " + std::to_string(input) + " is",
-         "input %*u is %31[^:]: its gradient at [%31[^]]], printed above, is %lf", name, where_again,
-         &printed);
-    CHECK(std::string(where_again) == where);
-    CHECK(printed == analytic);
-    // ... and that gradient is in the parameter's printed list, in the same format.
-    const std::vector<double> listed = bracketed_after(r.output, "\n  " + std::string(name) + " ");
-    const std::vector<double> pos = numbers([&] {
-      std::string w = where;
-      std::replace(w.begin(), w.end(), ',', ' ');
-      return w;
-    }());
-    REQUIRE(!listed.empty());
-    const std::vector<double> shape = bracketed_after(r.output, std::string(name) + " [");  // in the listing
-    REQUIRE(shape.size() == pos.size());
-    const std::size_t flat =
-        static_cast<std::size_t>(pos.size() == 2 ? pos[0] * shape[1] + pos[1] : pos.at(0));
-    REQUIRE(flat < listed.size());
-    CHECK(listed[flat] == printed);
+    scan(r.output, "fc1.weight[1, 1]:", "fc1.weight[1, 1]: analytic %lf (printed above), numeric %lf", &analytic,
+         &numeric);
+    REQUIRE(w1.size() == 4);
+    CHECK(analytic == w1[3]);
+    CHECK(std::abs(analytic - numeric) <= 1e-3);  // 0.403 printed: half a unit in its last digit, plus noise
 
     // The picture holds a gradient at every node: the loss's 1 and the tanh output's.
     const std::string text = check_dot_file(dot, "fc1.weight");
