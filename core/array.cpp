@@ -1,5 +1,6 @@
 #include "array.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -36,6 +37,20 @@ std::size_t checked_numel(const char* op, const Shape& shape, std::size_t elemen
     throw std::length_error(std::string(op) + ": shape " + shape_str(shape) +
                             " has more elements than memory can address");
   return n;
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    // Align from the right: a missing leading dim counts as 1.
+    std::size_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    std::size_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw std::invalid_argument(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+                                  " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
 }
 
 OutOfMemory::OutOfMemory(const char* op, const Shape& shape, std::size_t bytes)

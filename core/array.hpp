@@ -50,6 +50,11 @@ Shape shape_of(const A& a) {  // an xtensor array's shape as a Shape
   return Shape(a.shape().begin(), a.shape().end());
 }
 
+// Shape of a op b under broadcasting (NumPy's and PyTorch's rule: shapes are
+// aligned from the right, and a dim of 1 or a missing one stretches); throws
+// std::invalid_argument naming `op` when they do not broadcast.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+
 // Position i along a dim of n, negative counting from the end (as PyTorch
 // indexes); throws std::out_of_range naming `what` unless -n <= i < n.
 std::size_t wrap_index(const char* what, int64_t i, std::size_t n);

@@ -18,7 +18,9 @@
 #include "dispatch.hpp"
 #include "factories.hpp"
 #include "fast_math.hpp"
+#include "kernels/elementwise.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/reduce.hpp"
 #include "parallel.hpp"
 #include "table_memory.hpp"
 #include "tape.hpp"
@@ -28,83 +30,9 @@ namespace tg {
 using kernels::gemm;
 
 // ------------------------------------------------------------------ helpers
-//
-// Reducers (xt::sum, xt::amax) are lazy and assigned to an Array at once:
-// xtensor 0.24's evaluation_strategy::immediate crashes on xarray inputs.
-
-Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    // Align from the right: a missing leading dim counts as 1.
-    std::size_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
-    std::size_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
-    if (da != db && da != 1 && db != 1)
-      throw std::invalid_argument(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
-                                  " cannot be broadcast together");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-// Sums x over one axis, keeping it as a dim of size 1. The running sums are
-// doubles: added up in float32, ten million values of 0.1 drift to 1.088e6
-// (the running sum outgrows each addend's precision); in double the error
-// stays below float32's last digit up to billions of values.
-static Array sum_axis(const float* x, Shape out, std::size_t ax) {
-  const std::size_t n = out[ax];
-  std::size_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < ax; ++d) outer *= out[d];
-  for (std::size_t d = ax + 1; d < out.size(); ++d) inner *= out[d];
-  out[ax] = 1;
-  Array r = xt::empty<float>(out);
-  std::vector<double> acc(inner);
-  for (std::size_t o = 0; o < outer; ++o) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    for (std::size_t i = 0; i < n; ++i) {
-      const float* row = x + (o * n + i) * inner;  // [outer, n, inner]: row i of block o
-      for (std::size_t j = 0; j < inner; ++j) acc[j] += row[j];
-    }
-    for (std::size_t j = 0; j < inner; ++j) r.data()[o * inner + j] = static_cast<float>(acc[j]);
-  }
-  return r;
-}
-
-// Sum over `axes`, which stay as size-1 dims when keepdim. Every sum in the
-// library goes through here (reductions, losses, un-broadcast gradients).
-static Array sum_over(const Array& x, std::vector<std::size_t> axes, bool keepdim) {
-  if (axes.empty()) return x;
-  std::sort(axes.begin(), axes.end());
-  Array r;
-  if (axes.size() == x.dimension()) {  // every axis: one pass over all values
-    r = sum_axis(x.data(), {x.size()}, 0);
-    r.reshape(Shape(x.dimension(), 1));
-  } else {
-    r = sum_axis(x.data(), shape_of(x), axes[0]);
-    for (std::size_t k = 1; k < axes.size(); ++k) r = sum_axis(r.data(), shape_of(r), axes[k]);
-  }
-  Shape out = shape_of(r);
-  if (!keepdim)
-    for (auto it = axes.rbegin(); it != axes.rend(); ++it)  // from the back: positions stay valid
-      out.erase(out.begin() + static_cast<std::ptrdiff_t>(*it));
-  r.reshape(out);
-  return r;
-}
-
-static std::vector<std::size_t> all_axes(std::size_t rank) {
-  std::vector<std::size_t> axes(rank);
-  std::iota(axes.begin(), axes.end(), 0);
-  return axes;
-}
 
 Array sum_to_shape(const Array& grad, const Shape& shape) {
-  const std::size_t lead = grad.dimension() - shape.size();
-  std::vector<std::size_t> axes;
-  for (std::size_t i = 0; i < grad.dimension(); ++i)
-    if (i < lead || (shape[i - lead] == 1 && grad.shape()[i] != 1)) axes.push_back(i);
-  if (axes.empty()) return grad;
-  Array r = sum_over(grad, axes, false);
-  r.reshape(shape);  // puts back the size-1 dims the sum removed
-  return r;
+  return kernels::sum_to_shape(grad, shape);
 }
 
 std::size_t normalize_dim(const char* op, int64_t dim, std::size_t rank) {
@@ -158,80 +86,99 @@ static std::size_t leading_rows(const Shape& s) {
 }
 
 // ------------------------------------------------------- elementwise binary
+//
+// Values and gradients come from kernels::map (core/kernels/elementwise.hpp):
+// the function given is applied to every element, the inputs broadcast. A
+// gradient computed at the broadcast shape is summed back to its input's shape
+// by the engine.
 
 Tensor add(const Tensor& a, const Tensor& b) {
   broadcast_shapes("add", a.shape(), b.shape());
-  return record("add", a.value() + b.value(), {a, b}, [](const Array& g, const Node&, Grads& d) {
-                  d[0] = g;  // of a's shape, once the engine sums over the dims a was broadcast along
-                  d[1] = g;
-                });
+  Array y = kernels::map("add", a.value(), b.value(), [](float x, float y) { return x + y; });
+  return record("add", std::move(y), {a, b}, [](const Array& g, const Node&, Grads& d) {
+    d[0] = g;  // of a's shape, once the engine sums over the dims a was broadcast along
+    d[1] = g;
+  });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   broadcast_shapes("sub", a.shape(), b.shape());
-  return record("sub", a.value() - b.value(), {a, b}, [](const Array& g, const Node&, Grads& d) {
-                  d[0] = g;
-                  d[1] = -g;
-                });
+  Array y = kernels::map("sub", a.value(), b.value(), [](float x, float y) { return x - y; });
+  return record("sub", std::move(y), {a, b}, [](const Array& g, const Node&, Grads& d) {
+    d[0] = g;
+    d[1] = kernels::map("sub", g, [](float g) { return -g; });
+  });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   broadcast_shapes("mul", a.shape(), b.shape());
-  return record("mul", a.value() * b.value(), {a, b}, [](const Array& g, const Node& n, Grads& d) {
-                  if (n.needs_grad(0)) d[0] = g * n.input(1);
-                  if (n.needs_grad(1)) d[1] = g * n.input(0);
-                });
+  Array y = kernels::map("mul", a.value(), b.value(), [](float x, float y) { return x * y; });
+  return record("mul", std::move(y), {a, b}, [](const Array& g, const Node& n, Grads& d) {
+    auto times = [](float g, float v) { return g * v; };
+    if (n.needs_grad(0)) d[0] = kernels::map("mul", g, n.input(1), times);  // d(a*b)/da = b
+    if (n.needs_grad(1)) d[1] = kernels::map("mul", g, n.input(0), times);
+  });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   broadcast_shapes("div", a.shape(), b.shape());
-  return record("div", a.value() / b.value(), {a, b}, [](const Array& g, const Node& n, Grads& d) {
-                  const Array& y = n.input(1);
-                  if (n.needs_grad(0)) d[0] = g / y;
-                  // d(x/y)/dy = -x / y^2, as (x / y) / y: y * y overflows first (PyTorch's order)
-                  if (n.needs_grad(1)) d[1] = -g * (n.input(0) / y) / y;
-                });
+  Array y = kernels::map("div", a.value(), b.value(), [](float x, float y) { return x / y; });
+  return record("div", std::move(y), {a, b}, [](const Array& g, const Node& n, Grads& d) {
+    if (n.needs_grad(0)) d[0] = kernels::map("div", g, n.input(1), [](float g, float y) { return g / y; });
+    // d(x/y)/dy = -x / y^2, as (x / y) / y: y * y overflows first (PyTorch's order)
+    if (n.needs_grad(1))
+      d[1] = kernels::map("div", g, n.input(0), n.input(1), [](float g, float x, float y) { return -g * (x / y) / y; });
+  });
 }
 
 Tensor neg(const Tensor& a) {
-  return record(
-      "neg", -a.value(), {a}, [](const Array& g, const Node&, Grads& d) { d[0] = -g; });
+  Array y = kernels::map("neg", a.value(), [](float x) { return -x; });
+  return record("neg", std::move(y), {a}, [](const Array& g, const Node&, Grads& d) {
+    d[0] = kernels::map("neg", g, [](float g) { return -g; });
+  });
 }
 
 Tensor add(const Tensor& a, float s) {
-  return record("add_scalar", a.value() + s, {a}, [](const Array& g, const Node&, Grads& d) { d[0] = g; });
+  Array y = kernels::map("add_scalar", a.value(), [s](float x) { return x + s; });
+  return record("add_scalar", std::move(y), {a}, [](const Array& g, const Node&, Grads& d) { d[0] = g; });
 }
 
 Tensor mul(const Tensor& a, float s) {
-  return record(
-      "mul_scalar", a.value() * s, {a}, [s](const Array& g, const Node&, Grads& d) { d[0] = g * s; });
+  Array y = kernels::map("mul_scalar", a.value(), [s](float x) { return x * s; });
+  return record("mul_scalar", std::move(y), {a}, [s](const Array& g, const Node&, Grads& d) {
+    d[0] = kernels::map("mul_scalar", g, [s](float g) { return g * s; });
+  });
 }
 
 // Divides, not a * (1 / s): 1 / 1e-39 is inf in float32, 1e-10 / 1e-39 is 1e29.
 Tensor div(const Tensor& a, float s) {
-  return record("div_scalar", a.value() / s, {a}, [s](const Array& g, const Node&, Grads& d) { d[0] = g / s; });
+  Array y = kernels::map("div_scalar", a.value(), [s](float x) { return x / s; });
+  return record("div_scalar", std::move(y), {a}, [s](const Array& g, const Node&, Grads& d) {
+    d[0] = kernels::map("div_scalar", g, [s](float g) { return g / s; });
+  });
 }
 
 // x^p as PyTorch computes it: the common exponents by their own formula (x * x,
 // sqrt(x), 1 / x, ...), which differ from std::pow at the edges: sqrt(-inf) is
 // NaN where std::pow(-inf, 0.5) is inf.
-static Array pow_values(const Array& x, float p) {
+static float pow_value(float x, float p) {
   if (p == 2.0f) return x * x;
   if (p == 3.0f) return x * x * x;
-  if (p == 0.5f) return xt::sqrt(x);
-  if (p == -0.5f) return 1.0f / xt::sqrt(x);
+  if (p == 0.5f) return std::sqrt(x);
+  if (p == -0.5f) return 1.0f / std::sqrt(x);
   if (p == -1.0f) return 1.0f / x;
   if (p == -2.0f) return 1.0f / (x * x);
-  return xt::pow(x, p);
+  return std::pow(x, p);
 }
 
 Tensor pow(const Tensor& a, float p) {
-  return record("pow", pow_values(a.value(), p), {a}, [p](const Array& g, const Node& n, Grads& d) {
-                  if (p == 0.0f)  // x^0 is constant: 0 also at x = 0, where p x^(p-1) is 0 * inf (as PyTorch)
-                    d[0] = xt::zeros<float>(n.input_shape(0));
-                  else
-                    d[0] = g * (p * pow_values(n.input(0), p - 1.0f));
-                });
+  Array y = kernels::map("pow", a.value(), [p](float x) { return pow_value(x, p); });
+  return record("pow", std::move(y), {a}, [p](const Array& g, const Node& n, Grads& d) {
+    // x^0 is constant: 0 also at x = 0, where p x^(p-1) is 0 * inf (as PyTorch)
+    d[0] = kernels::map("pow", g, n.input(0), [p](float g, float x) {
+      return p == 0.0f ? 0.0f : g * (p * pow_value(x, p - 1.0f));
+    });
+  });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) {
@@ -277,65 +224,64 @@ Tensor operator/(float s, const Tensor& a) {
 // ------------------------------------------------------ elementwise unary
 
 Tensor exp(const Tensor& a) {
-  return record("exp", xt::exp(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  d[0] = g * n.output_value();  // d exp(x) = exp(x)
-                });
+  return record("exp", kernels::exp(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::map("exp", g, n.output_value(), [](float g, float y) { return g * y; });  // d e^x = e^x
+  });
 }
 
 Tensor log(const Tensor& a) {
-  return record("log", xt::log(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  d[0] = g / n.input(0);
-                });
+  return record("log", kernels::log(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::map("log", g, n.input(0), [](float g, float x) { return g / x; });
+  });
 }
 
 Tensor tanh(const Tensor& a) {
-  return record("tanh", xt::tanh(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  const Array& y = n.output_value();
-                  d[0] = g * (1.0f - y * y);
-                });
+  return record("tanh", kernels::tanh(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::map("tanh", g, n.output_value(), [](float g, float y) { return g * (1.0f - y * y); });
+  });
 }
 
 Tensor sigmoid(const Tensor& a) {
-  return record("sigmoid", 1.0f / (1.0f + xt::exp(-a.value())), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  const Array& y = n.output_value();
-                  d[0] = g * y * (1.0f - y);
-                });
+  return record("sigmoid", kernels::sigmoid(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::map("sigmoid", g, n.output_value(), [](float g, float y) { return g * y * (1.0f - y); });
+  });
 }
 
 Tensor relu(const Tensor& a) {
   // NaN stays NaN (as PyTorch): max(x, 0) would turn it into 0 and hide it.
-  return record("relu", xt::where(a.value() > 0.0f || xt::isnan(a.value()), a.value(), 0.0f), {a},
-                [](const Array& g, const Node& n, Grads& d) {
-                  d[0] = xt::where(n.input(0) <= 0.0f, 0.0f, g);  // NaN passes g on, as in PyTorch
-                });
+  Array y = kernels::map("relu", a.value(), [](float x) { return x > 0.0f || x != x ? x : 0.0f; });
+  return record("relu", std::move(y), {a}, [](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::map("relu", g, n.input(0), [](float g, float x) { return x <= 0.0f ? 0.0f : g; });  // NaN passes g
+  });
 }
 
 Tensor abs(const Tensor& a) {
-  return record("abs", xt::abs(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  const Array& x = n.input(0);  // sign(x): 0 at 0, and at NaN (as PyTorch)
-                  d[0] = g * xt::where(x > 0.0f, 1.0f, xt::where(x < 0.0f, -1.0f, 0.0f));
-                });
+  Array y = kernels::map("abs", a.value(), [](float x) { return std::abs(x); });
+  return record("abs", std::move(y), {a}, [](const Array& g, const Node& n, Grads& d) {
+    // sign(x): 0 at 0, and at NaN (as PyTorch)
+    d[0] = kernels::map("abs", g, n.input(0), [](float g, float x) { return x > 0.0f ? g : x < 0.0f ? -g : 0.0f; });
+  });
 }
 
 Tensor sqrt(const Tensor& a) {
-  return record("sqrt", xt::sqrt(a.value()), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  d[0] = g / (2.0f * n.output_value());
-                });
+  Array y = kernels::map("sqrt", a.value(), [](float x) { return std::sqrt(x); });
+  return record("sqrt", std::move(y), {a}, [](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::map("sqrt", g, n.output_value(), [](float g, float y) { return g / (2.0f * y); });
+  });
 }
 
 Tensor clamp(const Tensor& a, std::optional<float> min, std::optional<float> max) {
   if (!min && !max) throw std::invalid_argument("clamp: give at least one of min and max");
   const float lo = min.value_or(-std::numeric_limits<float>::infinity());
   const float hi = max.value_or(std::numeric_limits<float>::infinity());
-  Array out = a.value();
-  for (float& v : out)  // NaN fails both tests and stays NaN
-    if (v < lo) v = lo;
-  for (float& v : out)
-    if (v > hi) v = hi;  // after lo: with lo > hi everything becomes hi, as PyTorch
-  return record("clamp", std::move(out), {a}, [lo, hi](const Array& g, const Node& n, Grads& d) {
-                  const Array& x = n.input(0);
-                  d[0] = xt::where(x >= lo && x <= hi, g, 0.0f);
-                });
+  // NaN fails both tests and stays NaN; lo first, so with lo > hi everything becomes hi, as PyTorch.
+  Array y = kernels::map("clamp", a.value(), [lo, hi](float x) {
+    const float up = x < lo ? lo : x;
+    return up > hi ? hi : up;
+  });
+  return record("clamp", std::move(y), {a}, [lo, hi](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::map("clamp", g, n.input(0), [lo, hi](float g, float x) { return x >= lo && x <= hi ? g : 0.0f; });
+  });
 }
 
 // gelu, one element at a time, in the formulas of PyTorch's CPU kernel. erf and
@@ -394,22 +340,22 @@ Tensor gelu(const Tensor& a, std::string_view approximate) {
 template <class Wins>
 static Tensor pick_elementwise(const char* op, const Tensor& a, const Tensor& b, Wins wins) {
   broadcast_shapes(op, a.shape(), b.shape());
-  const Array &x = a.value(), &y = b.value();
-  Array out = xt::where(xt::isnan(x) || wins(x, y), x, y);
-  return record(op, std::move(out), {a, b}, [wins](const Array& g, const Node& n, Grads& d) {
-                  const Array &x = n.input(0), &y = n.input(1);
-                  const Array half = g * 0.5f;
-                  // a loses where b wins
-                  if (n.needs_grad(0)) d[0] = xt::where(xt::equal(x, y), half, xt::where(wins(y, x), 0.0f, g));
-                  if (n.needs_grad(1)) d[1] = xt::where(xt::equal(x, y), half, xt::where(wins(x, y), 0.0f, g));
-                });
+  Array y = kernels::map(op, a.value(), b.value(), [wins](float x, float y) { return x != x || wins(x, y) ? x : y; });
+  return record(op, std::move(y), {a, b}, [op, wins](const Array& g, const Node& n, Grads& d) {
+    const Array &x = n.input(0), &y = n.input(1);
+    // a loses where b wins
+    if (n.needs_grad(0))
+      d[0] = kernels::map(op, g, x, y, [wins](float g, float x, float y) { return x == y ? 0.5f * g : wins(y, x) ? 0.0f : g; });
+    if (n.needs_grad(1))
+      d[1] = kernels::map(op, g, x, y, [wins](float g, float x, float y) { return x == y ? 0.5f * g : wins(x, y) ? 0.0f : g; });
+  });
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return pick_elementwise("maximum", a, b, [](const Array& x, const Array& y) { return x > y; });
+  return pick_elementwise("maximum", a, b, [](float x, float y) { return x > y; });
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return pick_elementwise("minimum", a, b, [](const Array& x, const Array& y) { return x < y; });
+  return pick_elementwise("minimum", a, b, [](float x, float y) { return x < y; });
 }
 
 // ------------------------------------------------------ masks and selection
@@ -417,26 +363,27 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 template <class Cmp>
 static Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
   broadcast_shapes(op, a.shape(), b.shape());
-  return Tensor(Array(xt::cast<float>(cmp(a.value(), b.value()))));  // not recorded: a mask has no gradient
+  // not recorded: a mask has no gradient
+  return Tensor(kernels::map(op, a.value(), b.value(), [cmp](float x, float y) { return cmp(x, y) ? 1.0f : 0.0f; }));
 }
 
 Tensor gt(const Tensor& a, const Tensor& b) {
-  return compare("gt", a, b, [](const Array& x, const Array& y) { return x > y; });
+  return compare("gt", a, b, [](float x, float y) { return x > y; });
 }
 Tensor ge(const Tensor& a, const Tensor& b) {
-  return compare("ge", a, b, [](const Array& x, const Array& y) { return x >= y; });
+  return compare("ge", a, b, [](float x, float y) { return x >= y; });
 }
 Tensor lt(const Tensor& a, const Tensor& b) {
-  return compare("lt", a, b, [](const Array& x, const Array& y) { return x < y; });
+  return compare("lt", a, b, [](float x, float y) { return x < y; });
 }
 Tensor le(const Tensor& a, const Tensor& b) {
-  return compare("le", a, b, [](const Array& x, const Array& y) { return x <= y; });
+  return compare("le", a, b, [](float x, float y) { return x <= y; });
 }
 Tensor eq(const Tensor& a, const Tensor& b) {
-  return compare("eq", a, b, [](const Array& x, const Array& y) { return xt::equal(x, y); });
+  return compare("eq", a, b, [](float x, float y) { return x == y; });
 }
 Tensor ne(const Tensor& a, const Tensor& b) {
-  return compare("ne", a, b, [](const Array& x, const Array& y) { return xt::not_equal(x, y); });
+  return compare("ne", a, b, [](float x, float y) { return x != y; });
 }
 Tensor gt(const Tensor& a, float b) {
   return gt(a, Tensor(Array(b)));
@@ -459,43 +406,21 @@ Tensor ne(const Tensor& a, float b) {
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   broadcast_shapes("where", broadcast_shapes("where", condition.shape(), a.shape()), b.shape());
-  Array out = xt::where(xt::not_equal(condition.value(), 0.0f), a.value(), b.value());
-  return record("where", std::move(out), {condition, a, b}, [](const Array& g, const Node& n, Grads& d) {
-                  const auto holds = xt::not_equal(n.input(0), 0.0f);
-                  d[1] = xt::where(holds, g, 0.0f);
-                  d[2] = xt::where(holds, 0.0f, g);
-                });
-}
-
-// x broadcast to `shape` (which it must broadcast to), as a new array. A mask
-// that fills the trailing dims, a [T, T] mask under [B, H, T, T] scores, is
-// copied block after block; other shapes go through xtensor's broadcast.
-static Array broadcast_to(const Array& x, const Shape& shape) {
-  Shape xs = shape_of(x);
-  if (xs == shape) return x;
-  while (!xs.empty() && xs.front() == 1) xs.erase(xs.begin());
-  const auto trailing = shape.end() - static_cast<std::ptrdiff_t>(std::min(xs.size(), shape.size()));
-  if (xs.size() <= shape.size() && std::equal(xs.begin(), xs.end(), trailing)) {
-    Array out = empty_array("broadcast", shape);
-    for (std::size_t at = 0; at < out.size(); at += x.size()) std::copy_n(x.data(), x.size(), out.data() + at);
-    return out;
-  }
-  return xt::broadcast(x, shape);
+  Array y = kernels::map("where", condition.value(), a.value(), b.value(),
+                         [](float c, float x, float y) { return c != 0.0f ? x : y; });
+  return record("where", std::move(y), {condition, a, b}, [](const Array& g, const Node& n, Grads& d) {
+    d[1] = kernels::map("where", g, n.input(0), [](float g, float c) { return c != 0.0f ? g : 0.0f; });
+    d[2] = kernels::map("where", g, n.input(0), [](float g, float c) { return c != 0.0f ? 0.0f : g; });
+  });
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, float value) {
-  const Shape out_shape = broadcast_shapes("masked_fill", a.shape(), mask.shape());
-  Array out = broadcast_to(a.value(), out_shape);
-  const Array m = broadcast_to(mask.value(), out_shape);
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (m.data()[i] != 0.0f) out.data()[i] = value;
-  return record("masked_fill", std::move(out), {a, mask}, [out_shape](const Array& g, const Node& n, Grads& d) {
-                  const Array m = broadcast_to(n.input(1), out_shape);
-                  Array ga = g;  // the filled places did not depend on a
-                  for (std::size_t i = 0; i < ga.size(); ++i)
-                    if (m.data()[i] != 0.0f) ga.data()[i] = 0.0f;
-                  d[0] = std::move(ga);
-                });
+  broadcast_shapes("masked_fill", a.shape(), mask.shape());
+  Array y = kernels::map("masked_fill", a.value(), mask.value(), [value](float x, float m) { return m != 0.0f ? value : x; });
+  return record("masked_fill", std::move(y), {a, mask}, [](const Array& g, const Node& n, Grads& d) {
+    // the filled places did not depend on a
+    d[0] = kernels::map("masked_fill", g, n.input(1), [](float g, float m) { return m != 0.0f ? 0.0f : g; });
+  });
 }
 
 // Zeroes element (i, j) of each [rows, cols] matrix in x unless j - i <= diagonal
@@ -541,14 +466,15 @@ Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
   // A draw is the top 24 bits of one 32-bit number, so the same generator state
   // gives the same mask on every platform.
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-  Array mask = xt::empty<float>(a.shape());
+  Array mask = empty_array("dropout", a.shape());
   gen.draw([&](std::mt19937& e) {
     for (float& m : mask) m = static_cast<float>(e() >> 8) * 0x1p-24f >= p ? scale : 0.0f;
   });
-  Array out = a.value() * mask;
-  return record("dropout", std::move(out), {a}, [mask = std::move(mask)](const Array& g, const Node&, Grads& d) {
-                  d[0] = g * mask;
-                });
+  auto times = [](float x, float m) { return x * m; };
+  Array y = kernels::map("dropout", a.value(), mask, times);
+  return record("dropout", std::move(y), {a}, [mask = std::move(mask), times](const Array& g, const Node&, Grads& d) {
+    d[0] = kernels::map("dropout", g, mask, times);
+  });
 }
 
 // ------------------------------------------------------------------- matmul
@@ -711,33 +637,44 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 }
 
 // --------------------------------------------------------------- reductions
+//
+// Sums run in core/kernels/reduce.hpp (in double, in an order fixed by the
+// shape). Backward spreads the output's gradient over what was summed.
+
+static Shape shape_of_input(const Node& n, std::size_t i) {
+  return Shape(n.input_shape(i).begin(), n.input_shape(i).end());
+}
 
 Tensor sum(const Tensor& a) {
-  Array out = sum_over(a.value(), all_axes(a.dim()), false);
-  return record("sum", std::move(out), {a}, [](const Array& g, const Node& n, Grads& d) {
-                  d[0] = xt::broadcast(g, n.input_shape(0));
-                });
+  Array y = Array(static_cast<float>(kernels::sum(a.value().data(), a.numel())));
+  return record("sum", std::move(y), {a}, [](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::expand("sum", g, shape_of_input(n, 0));  // every element gets g
+  });
 }
 
 Tensor mean(const Tensor& a) {
   if (a.numel() == 0)
     throw std::invalid_argument("mean: tensor of shape " + shape_str(a.shape()) + " is empty");
-  return mul(sum(a), 1.0f / static_cast<float>(a.numel()));
+  const float count = static_cast<float>(a.numel());
+  Array y = Array(static_cast<float>(kernels::sum(a.value().data(), a.numel()) / count));
+  return record("mean", std::move(y), {a}, [count](const Array& g, const Node& n, Grads& d) {
+    d[0] = kernels::expand("mean", Array(g() / count), shape_of_input(n, 0));  // every element gets g / count
+  });
 }
 
-// Spreads a reduced gradient back over the reduced axis: shape keep -> full.
-static Array expand_reduced(const Array& g, const Array::shape_type& full, std::size_t ax) {
-  Array gk = g;
-  gk.reshape(reduced_shape(Shape(full.begin(), full.end()), ax, true));
-  return xt::broadcast(gk, full);
+// The gradient of a sum or mean along `ax`, spread back over that dim: g
+// (reduced, keepdim or not) seen with the dim as 1, then repeated along it.
+static Array spread_along(const char* op, Array g, const Shape& full, std::size_t ax) {
+  g.reshape(reduced_shape(full, ax, true));
+  return kernels::expand(op, g, full);
 }
 
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim) {
   const std::size_t ax = normalize_dim("sum", dim, a.dim());
-  Array out = sum_over(a.value(), {ax}, keepdim);
-  return record("sum", std::move(out), {a}, [ax](const Array& g, const Node& n, Grads& d) {
-                  d[0] = expand_reduced(g, n.input_shape(0), ax);
-                });
+  Array y = kernels::sum_over("sum", a.value(), {ax}, keepdim);
+  return record("sum", std::move(y), {a}, [ax](const Array& g, const Node& n, Grads& d) {
+    d[0] = spread_along("sum", g, shape_of_input(n, 0), ax);
+  });
 }
 
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
@@ -745,7 +682,12 @@ Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
   if (a.shape()[ax] == 0)
     throw std::invalid_argument("mean: dim " + std::to_string(dim) + " of shape " + shape_str(a.shape()) +
                                 " is empty");
-  return mul(sum(a, dim, keepdim), 1.0f / static_cast<float>(a.shape()[ax]));
+  const float count = static_cast<float>(a.shape()[ax]);
+  auto over_count = [count](float v) { return v / count; };
+  Array y = kernels::map("mean", kernels::sum_over("mean", a.value(), {ax}, keepdim), over_count);
+  return record("mean", std::move(y), {a}, [ax, over_count](const Array& g, const Node& n, Grads& d) {
+    d[0] = spread_along("mean", kernels::map("mean", g, over_count), shape_of_input(n, 0), ax);
+  });
 }
 
 // Where the largest value of each [outer, n, inner] column sits: the first one
@@ -833,11 +775,9 @@ Indices argmax(const Tensor& a) {
 // log_softmax(x) = x - max - log(sum(exp(x - max))), which never overflow. The
 // sum is in double.
 TG_ALSO_FOR_AVX2 static void softmax_row(const float* x, float* y, std::size_t n, bool log) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;  // a NaN is passed over here, but makes the sum NaN
+  const float m = kernels::lane_max(x, n);  // a NaN is passed over here, but makes the sum NaN
   for (std::size_t i = 0; i < n; ++i) y[i] = detail::exp_fast(x[i] - m);
-  double sum = 0;
-  for (std::size_t i = 0; i < n; ++i) sum += y[i];
+  const double sum = kernels::lane_sum(y, n);
   if (log) {
     const float log_sum = std::log(static_cast<float>(sum));
     for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_sum;
@@ -850,38 +790,38 @@ TG_ALSO_FOR_AVX2 static void softmax_row(const float* x, float* y, std::size_t n
 // The gradient of one row from the output y: softmax dx = y (g - sum(g y)),
 // log_softmax dx = g - exp(y) sum(g).
 TG_ALSO_FOR_AVX2 static void softmax_row_grad(const float* y, const float* g, float* dx, std::size_t n, bool log) {
-  double sum = 0;
   if (log) {
-    for (std::size_t i = 0; i < n; ++i) sum += g[i];
-    const float s = static_cast<float>(sum);
+    const float s = static_cast<float>(kernels::lane_sum(g, n));
     for (std::size_t i = 0; i < n; ++i) dx[i] = g[i] - detail::exp_fast(y[i]) * s;
   } else {
-    for (std::size_t i = 0; i < n; ++i) sum += g[i] * y[i];
-    const float s = static_cast<float>(sum);
+    const float s = static_cast<float>(kernels::lane_dot(g, y, n));
     for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] * (g[i] - s);
   }
 }
 
 // Calls row(x_row, z_row, out_row) for every row along axis ax of arrays of
-// `shape` (z may be null). Rows along the last axis are used in place; others
-// are copied into buffers first, and the result copied back.
+// `shape` (z may be null), the rows split across threads when there are many.
+// Rows along the last axis are used in place; others are copied into buffers
+// first, and the result copied back.
 template <class Row>
 static void for_each_row(const Shape& shape, std::size_t ax, const float* x, const float* z, float* out, Row row) {
   const AxisSplit s = split_at(shape, ax);
-  if (s.inner == 1) {
-    for (std::size_t o = 0; o < s.outer; ++o) row(x + o * s.n, z ? z + o * s.n : nullptr, out + o * s.n);
-    return;
-  }
-  std::vector<float> xr(s.n), zr(s.n), outr(s.n);
-  for (std::size_t o = 0; o < s.outer; ++o)
-    for (std::size_t i = 0; i < s.inner; ++i) {
-      const std::size_t first = o * s.n * s.inner + i;  // element j of the row is at first + j * inner
+  const std::size_t rows = s.outer * s.inner;
+  parallel_for(rows, grain_for(rows, rows * s.n, kernels::elementwise_grain), [&](std::size_t lo, std::size_t hi) {
+    if (s.inner == 1) {
+      for (std::size_t r = lo; r < hi; ++r) row(x + r * s.n, z ? z + r * s.n : nullptr, out + r * s.n);
+      return;
+    }
+    std::vector<float> xr(s.n), zr(s.n), outr(s.n);
+    for (std::size_t r = lo; r < hi; ++r) {
+      const std::size_t first = r / s.inner * s.n * s.inner + r % s.inner;  // element j at first + j * inner
       for (std::size_t j = 0; j < s.n; ++j) xr[j] = x[first + j * s.inner];
       if (z)
         for (std::size_t j = 0; j < s.n; ++j) zr[j] = z[first + j * s.inner];
       row(xr.data(), z ? zr.data() : nullptr, outr.data());
       for (std::size_t j = 0; j < s.n; ++j) out[first + j * s.inner] = outr[j];
     }
+  });
 }
 
 static Tensor softmax_along(const char* op, const Tensor& a, int64_t dim, bool log) {
@@ -891,8 +831,8 @@ static Tensor softmax_along(const char* op, const Tensor& a, int64_t dim, bool l
   Array y = empty_array(op, shape);
   for_each_row(shape, ax, a.value().data(), nullptr, y.data(),
                [n, log](const float* x, const float*, float* out) { softmax_row(x, out, n, log); });
-  return record(op, std::move(y), {a}, [shape, ax, n, log](const Array& g, const Node& node, Grads& d) {
-                  Array dx = xt::empty<float>(shape);
+  return record(op, std::move(y), {a}, [op, shape, ax, n, log](const Array& g, const Node& node, Grads& d) {
+                  Array dx = empty_array(op, shape);
                   for_each_row(shape, ax, node.output_value().data(), g.data(), dx.data(),
                                [n, log](const float* y, const float* gr, float* out) {
                                  softmax_row_grad(y, gr, out, n, log);
@@ -1278,6 +1218,40 @@ Tensor one_hot(const Indices& index, int64_t num_classes) {
 
 // ------------------------------------------------------------ normalization
 
+// One row of layer_norm: its mean and 1 / std from the biased variance, both
+// in double (so a row holding 3e38 normalises), then y = (x - mean) / std,
+// times weight plus bias where given.
+TG_ALSO_FOR_AVX2 static void layer_norm_row(const float* x, const float* w, const float* b, float* y, std::size_t n,
+                                            float eps, float& mean, float& rstd) {
+  const double mu = kernels::lane_sum(x, n) / static_cast<double>(n);
+  const double var = kernels::lane_sum(n, [x, mu](std::size_t i) {
+                       const double dev = x[i] - mu;
+                       return dev * dev;
+                     }) / static_cast<double>(n);
+  mean = static_cast<float>(mu);
+  rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
+  for (std::size_t i = 0; i < n; ++i) {
+    float v = (x[i] - mean) * rstd;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i] = v;
+  }
+}
+
+// The gradient of one row. With xhat = (x - mean) * rstd and dxhat = g * weight:
+//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+// xhat is kept (for weight's gradient); dxhat is a row of scratch.
+TG_ALSO_FOR_AVX2 static void layer_norm_row_grad(const float* x, const float* w, const float* g, float mean,
+                                                 float rstd, float* xhat, float* dxhat, float* dx, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    xhat[i] = (x[i] - mean) * rstd;
+    dxhat[i] = w ? g[i] * w[i] : g[i];
+  }
+  const double mean_d = kernels::lane_sum(dxhat, n) / static_cast<double>(n);
+  const double mean_dx = kernels::lane_dot(dxhat, xhat, n) / static_cast<double>(n);
+  for (std::size_t i = 0; i < n; ++i) dx[i] = rstd * static_cast<float>(dxhat[i] - mean_d - xhat[i] * mean_dx);
+}
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, float eps) {
   const Shape xs = x.shape();
@@ -1297,22 +1271,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   // Each row of n values gets its own mean and 1/std; backward needs both again.
   const std::size_t rows = x.numel() / n;
   std::vector<float> mean(rows), rstd(rows);
-  Array y = xt::empty<float>(xs);
-  for (std::size_t r = 0; r < rows; ++r) {
-    const float* xr = x.value().data() + r * n;
-    double sum = 0, sq = 0;
-    for (std::size_t i = 0; i < n; ++i) sum += xr[i];
-    const double mu = sum / static_cast<double>(n);
-    for (std::size_t i = 0; i < n; ++i) sq += (xr[i] - mu) * (xr[i] - mu);
-    mean[r] = static_cast<float>(mu);
-    rstd[r] = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + eps));  // biased variance
-    for (std::size_t i = 0; i < n; ++i) {
-      float v = (xr[i] - mean[r]) * rstd[r];
-      if (weight) v *= weight->value().data()[i];
-      if (bias) v += bias->value().data()[i];
-      y.data()[r * n + i] = v;
-    }
-  }
+  Array y = empty_array("layer_norm", xs);
+  const float* w = weight ? weight->value().data() : nullptr;
+  const float* b = bias ? bias->value().data() : nullptr;
+  parallel_for(rows, grain_for(rows, rows * n, kernels::elementwise_grain), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t r = lo; r < hi; ++r)
+      layer_norm_row(x.value().data() + r * n, w, b, y.data() + r * n, n, eps, mean[r], rstd[r]);
+  });
   std::vector<Tensor> inputs{x};
   if (weight) inputs.push_back(*weight);
   if (bias) inputs.push_back(*bias);
@@ -1320,30 +1285,19 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   return record("layer_norm", std::move(y), std::move(inputs),
                 [n, rows, has_w, has_b, mean = std::move(mean), rstd = std::move(rstd)](
                     const Array& g, const Node& node, Grads& d) {
-                  // With xhat = (x - mean) * rstd and dxhat = g * weight:
-                  //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-                  //   dweight = g * xhat and dbias = g, summed over the rows by the engine
                   const float* x = node.input(0).data();
                   const float* w = has_w ? node.input(1).data() : nullptr;
-                  Array xhat = xt::empty<float>(node.input_shape(0)), gx = xt::empty<float>(node.input_shape(0));
-                  std::vector<float> dxhat(n);
-                  for (std::size_t r = 0; r < rows; ++r) {
-                    float* xh = xhat.data() + r * n;
-                    const float* gr = g.data() + r * n;
-                    double mean_d = 0, mean_dx = 0;
-                    for (std::size_t i = 0; i < n; ++i) {
-                      xh[i] = (x[r * n + i] - mean[r]) * rstd[r];
-                      dxhat[i] = w ? gr[i] * w[i] : gr[i];
-                      mean_d += dxhat[i];
-                      mean_dx += dxhat[i] * xh[i];
-                    }
-                    mean_d /= static_cast<double>(n);
-                    mean_dx /= static_cast<double>(n);
-                    for (std::size_t i = 0; i < n; ++i)
-                      gx.data()[r * n + i] = rstd[r] * static_cast<float>(dxhat[i] - mean_d - xh[i] * mean_dx);
-                  }
+                  Array xhat = empty_array("layer_norm", shape_of(g)), gx = empty_array("layer_norm", shape_of(g));
+                  parallel_for(rows, grain_for(rows, rows * n, kernels::elementwise_grain),
+                               [&](std::size_t lo, std::size_t hi) {
+                                 std::vector<float> dxhat(n);
+                                 for (std::size_t r = lo; r < hi; ++r)
+                                   layer_norm_row_grad(x + r * n, w, g.data() + r * n, mean[r], rstd[r],
+                                                       xhat.data() + r * n, dxhat.data(), gx.data() + r * n, n);
+                               });
                   d[0] = std::move(gx);
-                  if (has_w) d[1] = g * xhat;
+                  // dweight = g * xhat and dbias = g, summed over the rows by the engine
+                  if (has_w) d[1] = kernels::map("layer_norm", g, xhat, [](float g, float xh) { return g * xh; });
                   if (has_b) d[has_w ? 2 : 1] = g;
                 });
 }
@@ -1434,11 +1388,13 @@ static void check_class_targets(const char* op, const Shape& input, const Indice
 Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
   check_class_targets("nll_loss", log_probs.shape(), target);
   const std::size_t n = target.size(), c = log_probs.shape()[1];
-  Array picked = xt::empty<float>(Shape{n});
+  Array picked = empty_array("nll_loss", Shape{n});
   for (std::size_t i = 0; i < n; ++i) picked(i) = -log_probs.value().data()[i * c + target(i)];
   Array out = picked;
-  if (r == Reduction::sum) out = sum_over(picked, {0}, false);
-  if (r == Reduction::mean) out = sum_over(picked, {0}, false) / static_cast<float>(n);
+  if (r != Reduction::none) {
+    const float total = static_cast<float>(kernels::sum(picked.data(), n));
+    out = Array(r == Reduction::mean ? total / static_cast<float>(n) : total);
+  }
   return record("nll_loss", std::move(out), {log_probs}, [target, r, n, c](const Array& g, const Node&, Grads& d) {
                   Array gi = xt::zeros<float>({n, c});
                   for (std::size_t i = 0; i < n; ++i) {
@@ -1455,15 +1411,32 @@ Tensor cross_entropy(const Tensor& logits, const Indices& target, Reduction r) {
   return nll_loss(log_softmax(logits, 1), target, r);
 }
 
+// One op, as in PyTorch: the squares, then their sum or mean (in double);
+// backward is 2 (input - target) g, scaled by 1/N for the mean.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r) {
   if (input.shape() != target.shape())
     throw std::invalid_argument("mse_loss: input " + shape_str(input.shape()) + " and target " +
                                 shape_str(target.shape()) + " must have the same shape");
-  Tensor d = input - target;
-  Tensor sq = d * d;
-  if (r == Reduction::sum) return sum(sq);
-  if (r == Reduction::mean) return mean(sq);
-  return sq;
+  if (r == Reduction::mean && input.numel() == 0)
+    throw std::invalid_argument("mse_loss: mean of an empty input " + shape_str(input.shape()));
+  Array sq = kernels::map("mse_loss", input.value(), target.value(), [](float x, float t) { return (x - t) * (x - t); });
+  const float count = static_cast<float>(input.numel());
+  Array y = sq;
+  if (r != Reduction::none) {
+    const double total = kernels::sum(sq.data(), sq.size());
+    y = Array(static_cast<float>(r == Reduction::mean ? total / count : total));
+  }
+  return record("mse_loss", std::move(y), {input, target}, [r, count](const Array& g, const Node& n, Grads& d) {
+    // g is one number unless r is none; `scale` folds in the 2 and the mean's 1/N.
+    const float scale = r == Reduction::mean ? 2.0f / count : 2.0f;
+    Array gx = r == Reduction::none
+                   ? kernels::map("mse_loss", g, n.input(0), n.input(1),
+                                  [scale](float g, float x, float t) { return scale * (x - t) * g; })
+                   : kernels::map("mse_loss", n.input(0), n.input(1),
+                                  [scale, g = g()](float x, float t) { return scale * (x - t) * g; });
+    if (n.needs_grad(1)) d[1] = kernels::map("mse_loss", gx, [](float v) { return -v; });
+    d[0] = std::move(gx);
+  });
 }
 
 }  // namespace tg

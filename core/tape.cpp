@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "debug.hpp"
-#include "ops.hpp"
+#include "kernels/reduce.hpp"
 
 namespace tg {
 
@@ -201,7 +201,7 @@ static Grads run_closure(const Node& n, const Array& grad_output) {
     if (!n.needs_grad(i)) grads[i].clear();
     if (grads[i].empty() || grads[i].has_shape(shape)) continue;
     if (grads[i].is_dense() && grads[i].dense().dimension() >= shape.size())
-      grads[i] = sum_to_shape(grads[i].dense(), Shape(shape.begin(), shape.end()));
+      grads[i] = kernels::sum_to_shape(grads[i].dense(), Shape(shape.begin(), shape.end()));
     if (!grads[i].has_shape(shape))  // a bug in the op, not the user's
       throw std::logic_error("backward: " + entry_str(n) + " gave input " + std::to_string(i) +
                              " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " +

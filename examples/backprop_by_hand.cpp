@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
   const tg::Tensor x = tg::Tensor({{1.0f, 2.0f}}).set_name("x");
   const tg::Tensor y = tg::full({1, 1}, 0.5f).set_name("y");  // the target
 
-  // Forward. Every op appends one entry to the tape; mse_loss is built from
-  // four (sub, mul, sum, and a scale by 1/n for the mean).
+  // Forward. Every op appends one entry to the tape; mse_loss is one, as in
+  // PyTorch, whose backward is 2 (out - y) / n.
   tg::Tensor pre = fc1(x);                 // [1, 2] x [2, 2]^T + [2] -> [1, 2]
   tg::Tensor h = tg::tanh(pre);            // [1, 2]
   tg::Tensor out = fc2(h);                 // [1, 2] x [1, 2]^T + [1] -> [1, 1]

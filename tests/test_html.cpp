@@ -217,12 +217,23 @@ TEST_SUITE("html") {
         }
       CHECK(found);
     }
-    // mul(d, d) in mse_loss: two shares into one tensor, and its total is their sum.
-    const json& mul = data["steps"][2];
+    // mul(d, d): an op that takes one tensor twice gives it two shares, and its
+    // total is their sum.
+    tg::Tensor a = tg::Tensor({1.0f, -2.0f}, true).set_name("a");
+    tg::Tensor d = a * 3.0f;
+    const tg::Tensor twice = tg::sum(d * d);
+    const std::string twice_file = dir.file("twice.html");
+    tg::write_html(twice, twice_file);
+    const json twice_data = page_data(tg::test::read_file(twice_file));
+    {
+      tg::RetainAllGradsGuard keep;
+      twice.backward();
+    }
+    const json& mul = twice_data["steps"][1];
     REQUIRE(mul["inputs"].size() == 2);
     CHECK(mul["inputs"][0]["t"] == mul["inputs"][1]["t"]);
-    CHECK(mul["inputs"][0]["total"]["v"] == fmt_all(ops[3]->output.lock()->grad.dense()));
-    CHECK(mul["inputs"][0]["share"]["v"] == fmt_all(tg::Array(ops[3]->output.lock()->grad.dense() / 2.0f)));
+    CHECK(mul["inputs"][0]["total"]["v"] == fmt_all(d.grad().dense()));
+    CHECK(mul["inputs"][0]["share"]["v"] == fmt_all(tg::Array(d.grad().dense() / 2.0f)));
   }
 
   TEST_CASE("write_html: a sparse gradient shows its rows, and the leaves' gradients are backward()'s") {
