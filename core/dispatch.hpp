@@ -14,7 +14,7 @@
 
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)
-#define TG_ALSO_FOR_AVX2 __attribute__((target_clones("avx2", "default")))
+#define TG_ALSO_FOR_AVX2 __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TG_ALSO_FOR_AVX2
 #endif

@@ -14,6 +14,13 @@ const Array& Grad::dense() const {
   if (!is_dense()) throw std::logic_error("Grad::dense: the gradient is not a dense array");
   return std::get<Array>(slot_);
 }
+Array Grad::take_dense() {
+  if (!is_dense()) throw std::logic_error("Grad::take_dense: the gradient is not a dense array");
+  Array a = std::move(std::get<Array>(slot_));
+  slot_ = std::monostate{};
+  return a;
+}
+
 const SparseRows& Grad::sparse() const {
   if (!is_sparse()) throw std::logic_error("Grad::sparse: the gradient is not SparseRows");
   return std::get<SparseRows>(slot_);

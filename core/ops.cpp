@@ -35,6 +35,11 @@ Array sum_to_shape(const Array& grad, const Shape& shape) {
   return kernels::sum_to_shape(grad, shape);
 }
 
+// The shape input i had when the op ran.
+static Shape shape_of_input(const Node& n, std::size_t i) {
+  return Shape(n.input_shape(i).begin(), n.input_shape(i).end());
+}
+
 std::size_t normalize_dim(const char* op, int64_t dim, std::size_t rank) {
   const int64_t r = static_cast<int64_t>(rank);
   if (dim < -r || dim >= r)
@@ -95,18 +100,20 @@ static std::size_t leading_rows(const Shape& s) {
 Tensor add(const Tensor& a, const Tensor& b) {
   broadcast_shapes("add", a.shape(), b.shape());
   Array y = kernels::map("add", a.value(), b.value(), [](float x, float y) { return x + y; });
-  return record("add", std::move(y), {a, b}, [](const Array& g, const Node&, Grads& d) {
-    d[0] = g;  // of a's shape, once the engine sums over the dims a was broadcast along
-    d[1] = g;
+  return record("add", std::move(y), {a, b}, [](Array&& g, const Node& n, Grads& d) {
+    // Both get g. b's share is summed to b's shape here (a copy where it was not
+    // broadcast); a takes g itself, and the engine sums it to a's shape.
+    if (n.needs_grad(1)) d[1] = kernels::sum_to_shape(g, shape_of_input(n, 1));
+    d[0] = std::move(g);
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   broadcast_shapes("sub", a.shape(), b.shape());
   Array y = kernels::map("sub", a.value(), b.value(), [](float x, float y) { return x - y; });
-  return record("sub", std::move(y), {a, b}, [](const Array& g, const Node&, Grads& d) {
-    d[0] = g;
-    d[1] = kernels::map("sub", g, [](float g) { return -g; });
+  return record("sub", std::move(y), {a, b}, [](Array&& g, const Node& n, Grads& d) {
+    if (n.needs_grad(1)) d[1] = kernels::map("sub", g, [](float g) { return -g; });
+    d[0] = std::move(g);
   });
 }
 
@@ -140,7 +147,7 @@ Tensor neg(const Tensor& a) {
 
 Tensor add(const Tensor& a, float s) {
   Array y = kernels::map("add_scalar", a.value(), [s](float x) { return x + s; });
-  return record("add_scalar", std::move(y), {a}, [](const Array& g, const Node&, Grads& d) { d[0] = g; });
+  return record("add_scalar", std::move(y), {a}, [](Array&& g, const Node&, Grads& d) { d[0] = std::move(g); });
 }
 
 Tensor mul(const Tensor& a, float s) {
@@ -641,10 +648,6 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 // Sums run in core/kernels/reduce.hpp (in double, in an order fixed by the
 // shape). Backward spreads the output's gradient over what was summed.
 
-static Shape shape_of_input(const Node& n, std::size_t i) {
-  return Shape(n.input_shape(i).begin(), n.input_shape(i).end());
-}
-
 Tensor sum(const Tensor& a) {
   Array y = Array(static_cast<float>(kernels::sum(a.value().data(), a.numel())));
   return record("sum", std::move(y), {a}, [](const Array& g, const Node& n, Grads& d) {
@@ -885,10 +888,9 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
                                 std::to_string(a.numel()) + " elements of " + shape_str(a.shape()));
   Array out = a.value();
   out.reshape(out_shape);
-  return copy_of_view(record("reshape", std::move(out), {a}, [](const Array& g, const Node& n, Grads& d) {
-                       Array gi = g;
-                       gi.reshape(n.input_shape(0));
-                       d[0] = std::move(gi);
+  return copy_of_view(record("reshape", std::move(out), {a}, [](Array&& g, const Node& n, Grads& d) {
+                       g.reshape(n.input_shape(0));  // the same values, seen in the input's shape
+                       d[0] = std::move(g);
                      }),
                      "reshape");
 }
@@ -1284,7 +1286,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   const bool has_w = weight.has_value(), has_b = bias.has_value();
   return record("layer_norm", std::move(y), std::move(inputs),
                 [n, rows, has_w, has_b, mean = std::move(mean), rstd = std::move(rstd)](
-                    const Array& g, const Node& node, Grads& d) {
+                    Array&& g, const Node& node, Grads& d) {
                   const float* x = node.input(0).data();
                   const float* w = has_w ? node.input(1).data() : nullptr;
                   Array xhat = empty_array("layer_norm", shape_of(g)), gx = empty_array("layer_norm", shape_of(g));
@@ -1298,7 +1300,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
                   d[0] = std::move(gx);
                   // dweight = g * xhat and dbias = g, summed over the rows by the engine
                   if (has_w) d[1] = kernels::map("layer_norm", g, xhat, [](float g, float xh) { return g * xh; });
-                  if (has_b) d[has_w ? 2 : 1] = g;
+                  if (has_b) d[has_w ? 2 : 1] = std::move(g);
                 });
 }
 

@@ -193,9 +193,11 @@ static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_
 
 // Runs n's closure and returns each input's gradient, summed back to the
 // input's shape where the op broadcast (the one place that un-broadcasts).
-static Grads run_closure(const Node& n, const Array& grad_output) {
+static Grads run_closure(const Node& n, Array&& grad_output) {
   Grads grads(n.inputs.size());
-  n.backward(grad_output, n, grads);
+  // The closure may move grad_output away; the inspector, when on, is shown a copy.
+  const Array seen = debug::on_step_wanted() ? grad_output : Array();
+  n.backward(std::move(grad_output), n, grads);
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const Array::shape_type& shape = n.input_shape(i);
     if (!n.needs_grad(i)) grads[i].clear();
@@ -207,7 +209,7 @@ static Grads run_closure(const Node& n, const Array& grad_output) {
                              " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " +
                              shape_str(shape));
   }
-  debug::on_step(n, grad_output, grads);  // trace and anomaly checks, when they are on
+  debug::on_step(n, seen, grads);  // trace and anomaly checks, when they are on
   return grads;
 }
 
@@ -261,7 +263,7 @@ Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std:
       check_output_shape(*n, g);
       if (g.is_sparse()) g = g.sparse().to_dense();  // closures take dense gradients
       if (out->retains_grad || debug::retain_all_grads()) w.retained.push_back({out, {g, n.get()}});
-      Grads grads = run_closure(*n, g.dense());
+      Grads grads = run_closure(*n, g.take_dense());
       for (std::size_t i = 0; i < grads.size(); ++i)
         if (!grads[i].empty()) send(w, n->inputs[i].tensor, std::move(grads[i]), n.get(), i);
       w.arrived.erase(it);  // every op that used `out` has run: no more will come
