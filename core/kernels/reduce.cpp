@@ -71,8 +71,9 @@ namespace {
 
 // x summed over the dims marked in `summed` (one flag per dim of x), as a flat
 // array of the kept dims' elements. The dims are first merged into runs of
-// summed and kept ones (dims of size 1 dropped); then each summed run, the
-// innermost first, is one sum_middle pass.
+// summed and kept ones (dims of size 1 dropped). One summed run is one
+// sum_middle pass; several (a [3, 4, 5, 6] gradient summed to [3, 1, 5, 1])
+// are walked once, each value added into its output's running double.
 Array sum_marked(const char* op, const Array& x, const std::vector<bool>& summed) {
   struct Run {
     std::size_t size;
@@ -94,30 +95,45 @@ Array sum_marked(const char* op, const Array& x, const std::vector<bool>& summed
     std::fill(out.begin(), out.end(), 0.0f);
     return out;
   }
-  Array partly;  // between passes: x summed over the runs done so far
-  const float* from = x.data();
-  for (;;) {
-    const auto last = std::find_if(runs.rbegin(), runs.rend(), [](const Run& r) { return r.summed; });
-    if (last == runs.rend()) break;
-    const std::size_t k = static_cast<std::size_t>(runs.rend() - last) - 1;
-    std::size_t outer = 1, inner = 1;
-    for (std::size_t i = 0; i < k; ++i) outer *= runs[i].size;
-    for (std::size_t i = k + 1; i < runs.size(); ++i) inner *= runs[i].size;
-    Array next = empty_array(op, Shape{outer * inner});
-    sum_middle(from, outer, runs[k].size, inner, next.data());
-    partly = std::move(next);
-    from = partly.data();
-    runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(k));
-    if (k > 0 && k < runs.size()) {  // two kept runs now side by side: one run
-      runs[k - 1].size *= runs[k].size;
-      runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(k));
+  std::size_t summed_runs = 0;
+  for (const Run& r : runs) summed_runs += r.summed;
+  Array out = empty_array(op, Shape{kept});
+  if (summed_runs == 0) {  // every summed dim had size 1: the values as they are
+    std::copy(x.begin(), x.end(), out.begin());
+  } else if (summed_runs == 1) {  // [outer, n, inner]: one pass
+    std::size_t outer = 1, n = 1, inner = 1;
+    bool after = false;
+    for (const Run& r : runs) {
+      if (r.summed) {
+        n = r.size;
+        after = true;
+      } else {
+        (after ? inner : outer) *= r.size;
+      }
     }
+    sum_middle(x.data(), outer, n, inner, out.data());
+  } else {  // summed runs between kept ones: each value added into its output's double, in order
+    std::vector<std::size_t> out_stride(runs.size(), 0);
+    for (std::size_t i = runs.size(), step = 1; i-- > 0;)
+      if (!runs[i].summed) {
+        out_stride[i] = step;
+        step *= runs[i].size;
+      }
+    std::vector<double> acc(kept, 0.0);
+    std::vector<std::size_t> coord(runs.size(), 0);
+    std::size_t at = 0;  // the output element of x's element i
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      acc[at] += static_cast<double>(x.data()[i]);
+      for (std::size_t d = runs.size(); d-- > 0;) {  // the next element, row-major
+        at += out_stride[d];
+        if (++coord[d] < runs[d].size) break;
+        at -= out_stride[d] * runs[d].size;
+        coord[d] = 0;
+      }
+    }
+    for (std::size_t i = 0; i < kept; ++i) out.data()[i] = static_cast<float>(acc[i]);
   }
-  if (from == x.data()) {  // every summed dim had size 1: the values as they are
-    partly = x;
-    partly.reshape({x.size()});
-  }
-  return partly;
+  return out;
 }
 
 }  // namespace
