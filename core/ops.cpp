@@ -1270,16 +1270,16 @@ TG_ALSO_FOR_AVX2 static void layer_norm_row(const float* x, const float* w, cons
 
 // The gradient of one row. With xhat = (x - mean) * rstd and dxhat = g * weight:
 //   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-// xhat is kept (for weight's gradient); dxhat is a row of scratch.
+// xhat and dxhat are rows of scratch (xhat is kept for weight's gradient).
 TG_ALSO_FOR_AVX2 static void layer_norm_row_grad(const float* x, const float* w, const float* g, float mean,
                                                  float rstd, float* xhat, float* dxhat, float* dx, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     xhat[i] = (x[i] - mean) * rstd;
     dxhat[i] = w ? g[i] * w[i] : g[i];
   }
-  const double mean_d = kernels::lane_sum(dxhat, n) / static_cast<double>(n);
-  const double mean_dx = kernels::lane_dot(dxhat, xhat, n) / static_cast<double>(n);
-  for (std::size_t i = 0; i < n; ++i) dx[i] = rstd * static_cast<float>(dxhat[i] - mean_d - xhat[i] * mean_dx);
+  const float mean_d = static_cast<float>(kernels::lane_sum(dxhat, n) / static_cast<double>(n));
+  const float mean_dx = static_cast<float>(kernels::lane_dot(dxhat, xhat, n) / static_cast<double>(n));
+  for (std::size_t i = 0; i < n; ++i) dx[i] = rstd * (dxhat[i] - mean_d - xhat[i] * mean_dx);
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
@@ -1317,13 +1317,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
                     Array&& g, const Node& node, Grads& d) {
                   const float* x = node.input(0).data();
                   const float* w = has_w ? node.input(1).data() : nullptr;
-                  Array xhat = empty_array("layer_norm", shape_of(g)), gx = empty_array("layer_norm", shape_of(g));
+                  // xhat for every row when weight needs it, else one row of scratch per chunk
+                  Array xhat = has_w ? empty_array("layer_norm", shape_of(g)) : Array();
+                  Array gx = empty_array("layer_norm", shape_of(g));
                   parallel_for(rows, grain_for(rows, rows * n, kernels::elementwise_grain),
                                [&](std::size_t lo, std::size_t hi) {
-                                 std::vector<float> dxhat(n);
+                                 std::vector<float> dxhat(n), row(has_w ? 0 : n);
                                  for (std::size_t r = lo; r < hi; ++r)
                                    layer_norm_row_grad(x + r * n, w, g.data() + r * n, mean[r], rstd[r],
-                                                       xhat.data() + r * n, dxhat.data(), gx.data() + r * n, n);
+                                                       has_w ? xhat.data() + r * n : row.data(), dxhat.data(),
+                                                       gx.data() + r * n, n);
                                });
                   d[0] = std::move(gx);
                   // dweight = g * xhat and dbias = g, summed over the rows by the engine
