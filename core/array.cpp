@@ -90,4 +90,12 @@ Array empty_array(const char* op, const Shape& shape) {
   }
 }
 
+Array empty_like(const char* op, const Array& x) {
+  try {
+    return Array(x.shape());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(op, shape_of(x), x.size() * sizeof(float));
+  }
+}
+
 }  // namespace tg

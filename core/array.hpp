@@ -78,5 +78,7 @@ class OutOfMemory : public std::bad_alloc {
 // An uninitialised float array of `shape` for `op`: the size is checked first,
 // and a failed allocation throws OutOfMemory.
 Array empty_array(const char* op, const Shape& shape);
+// An uninitialised array of x's shape (no size check needed: x has it).
+Array empty_like(const char* op, const Array& x);
 
 }  // namespace tg

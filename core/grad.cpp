@@ -14,11 +14,9 @@ const Array& Grad::dense() const {
   if (!is_dense()) throw std::logic_error("Grad::dense: the gradient is not a dense array");
   return std::get<Array>(slot_);
 }
-Array Grad::take_dense() {
-  if (!is_dense()) throw std::logic_error("Grad::take_dense: the gradient is not a dense array");
-  Array a = std::move(std::get<Array>(slot_));
-  slot_ = std::monostate{};
-  return a;
+Array& Grad::dense_mut() {
+  if (!is_dense()) throw std::logic_error("Grad::dense_mut: the gradient is not a dense array");
+  return std::get<Array>(slot_);
 }
 
 const SparseRows& Grad::sparse() const {

@@ -30,7 +30,7 @@ class Grad {
   bool is_sparse() const { return std::holds_alternative<SparseRows>(slot_); }
   const Array& dense() const;        // throws unless is_dense()
   const SparseRows& sparse() const;  // throws unless is_sparse()
-  Array take_dense();                // the dense array, moved out (the slot is left empty); throws unless is_dense()
+  Array& dense_mut();                // the dense array, to move from or write; throws unless is_dense()
   // The values it holds (all of a dense array, the listed rows of SparseRows),
   // to scale in place (clip_grad_norm_). Neither the shape nor the rows change.
   std::span<float> values_mut();

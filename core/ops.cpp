@@ -19,20 +19,18 @@
 #include "factories.hpp"
 #include "fast_math.hpp"
 #include "kernels/elementwise.hpp"
-#include "kernels/gemm.hpp"
+#include "kernels/matmul.hpp"
 #include "kernels/reduce.hpp"
 #include "parallel.hpp"
-#include "table_memory.hpp"
 #include "tape.hpp"
 
 namespace tg {
 
-using kernels::gemm;
 
 // ------------------------------------------------------------------ helpers
 
 Array sum_to_shape(const Array& grad, const Shape& shape) {
-  return kernels::sum_to_shape(grad, shape);
+  return kernels::sum_to_shape(grad, std::span<const std::size_t>(shape));
 }
 
 // The shape input i had when the op ran.
@@ -83,13 +81,6 @@ static Shape reduced_shape(Shape s, std::size_t ax, bool keepdim) {
   return s;
 }
 
-// Product of all dims but the last: the rows of a [.., k] tensor seen as 2-d.
-static std::size_t leading_rows(const Shape& s) {
-  std::size_t r = 1;
-  for (std::size_t i = 0; i + 1 < s.size(); ++i) r *= s[i];
-  return r;
-}
-
 // ------------------------------------------------------- elementwise binary
 //
 // Values and gradients come from kernels::map (core/kernels/elementwise.hpp):
@@ -103,7 +94,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return record("add", std::move(y), {a, b}, [](Array&& g, const Node& n, Grads& d) {
     // Both get g. b's share is summed to b's shape here (a copy where it was not
     // broadcast); a takes g itself, and the engine sums it to a's shape.
-    if (n.needs_grad(1)) d[1] = kernels::sum_to_shape(g, shape_of_input(n, 1));
+    if (n.needs_grad(1)) d[1] = kernels::sum_to_shape(g, n.input_shape(1));
     d[0] = std::move(g);
   });
 }
@@ -485,121 +476,31 @@ Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
 }
 
 // ------------------------------------------------------------------- matmul
-
-// [rows, k] x [k, m] -> [rows, m] with rows = every dim of a but the last: one
-// GEMM for a matrix, or for a batch [B, n, k] times one [k, m].
-static Tensor matmul_rows(const Tensor& a, const Tensor& b) {
-  const Shape as = a.shape();
-  const std::size_t rows = leading_rows(as), k = as.back(), m = b.shape()[1];
-  Shape out_shape = as;
-  out_shape.back() = m;
-  Array out = empty_array("matmul", out_shape);
-  gemm(false, false, rows, m, k, a.value().data(), b.value().data(), out.data());  // [rows, m]
-
-  return record("matmul", std::move(out), {a, b}, [rows, k, m](const Array& g, const Node& n, Grads& d) {
-                  if (n.needs_grad(0)) {  // dA = g B^T: [rows, m] x [m, k]
-                    Array ga = xt::empty<float>(n.input_shape(0));
-                    gemm(false, true, rows, k, m, g.data(), n.input(1).data(), ga.data());
-                    d[0] = std::move(ga);
-                  }
-                  if (n.needs_grad(1)) {  // dB = A^T g: [k, rows] x [rows, m]
-                    // Shape{..}: from a braced list xt::empty makes an xtensor, which Array would copy.
-                    Array gb = xt::empty<float>(Shape{k, m});
-                    gemm(true, false, k, m, rows, n.input(0).data(), g.data(), gb.data());
-                    d[1] = std::move(gb);
-                  }
-                });
-}
-
-// For each matrix of the broadcast batch (in row-major order), which matrix of
-// a batch of shape `own` it reads: its position with the dims `own` lacks or
-// has as 1 held at 0.
-static std::vector<std::size_t> batch_sources(const Shape& own, const Shape& batch) {
-  const std::size_t lead = batch.size() - own.size();
-  std::vector<std::size_t> stride(batch.size(), 0);  // 0 along a broadcast dim
-  std::size_t step = 1;
-  for (std::size_t d = batch.size(); d-- > lead;) {
-    if (own[d - lead] != 1) stride[d] = step;
-    step *= own[d - lead];
-  }
-  std::size_t count = 1;
-  for (std::size_t d : batch) count *= d;
-  std::vector<std::size_t> source(count), coord(batch.size(), 0);
-  for (std::size_t i = 0; i < count; ++i) {
-    for (std::size_t d = 0; d < batch.size(); ++d) source[i] += coord[d] * stride[d];
-    for (std::size_t d = batch.size(); d-- > 0;) {  // next position, row-major
-      if (++coord[d] < batch[d]) break;
-      coord[d] = 0;
-    }
-  }
-  return source;
-}
+//
+// The products and their batch bookkeeping are in core/kernels/matmul.hpp;
+// here are the checks and the formulas: dA = g B^T, dB = A^T g.
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const Shape as = a.shape(), bs = b.shape();
   if (as.size() < 2 || bs.size() < 2)
     throw std::invalid_argument("matmul: needs matrices, [.., n, k] x [.., k, m] (2 or more dims each); got shapes " +
                                 shape_str(as) + " and " + shape_str(bs));
-  const std::size_t n = as[as.size() - 2], k = as.back(), m = bs.back();
+  const std::size_t k = as.back();
   if (bs[bs.size() - 2] != k)
     throw std::invalid_argument("matmul: shapes " + shape_str(as) + " and " + shape_str(bs) +
                                 ": inner dimensions differ (" + std::to_string(k) + " vs " +
                                 std::to_string(bs[bs.size() - 2]) + ")");
-  if (bs.size() == 2) return matmul_rows(a, b);
-
-  // One GEMM per matrix of the broadcast batch: out[i] = a[a_src[i]] b[b_src[i]].
   const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
-  Shape batch;
   try {
-    batch = broadcast_shapes("matmul", a_batch, b_batch);
+    broadcast_shapes("matmul", a_batch, b_batch);
   } catch (const std::invalid_argument&) {
     throw std::invalid_argument("matmul: shapes " + shape_str(as) + " and " + shape_str(bs) + ": the batch dims " +
                                 shape_str(a_batch) + " and " + shape_str(b_batch) + " cannot be broadcast together");
   }
-  const std::vector<std::size_t> a_src = batch_sources(a_batch, batch), b_src = batch_sources(b_batch, batch);
-  Shape out_shape = batch;
-  out_shape.insert(out_shape.end(), {n, m});
-  Array out = empty_array("matmul", out_shape);
-  const float *A = a.value().data(), *B = b.value().data();
-  const std::size_t grain = grain_for(1, n * m * k, std::size_t{1} << 15);  // products per chunk
-  parallel_for(a_src.size(), grain, [&](std::size_t lo, std::size_t hi) {  // the products are independent
-    for (std::size_t i = lo; i < hi; ++i)
-      gemm(false, false, n, m, k, A + a_src[i] * n * k, B + b_src[i] * k * m, out.data() + i * n * m);
+  return record("matmul", kernels::matmul(a.value(), b.value()), {a, b}, [](const Array& g, const Node& n, Grads& d) {
+    if (n.needs_grad(0)) d[0] = kernels::matmul_nt(g, n.input(1), shape_of_input(n, 0));  // g B^T
+    if (n.needs_grad(1)) d[1] = kernels::matmul_tn(n.input(0), g, shape_of_input(n, 1));  // A^T g
   });
-
-  return record("matmul", std::move(out), {a, b}, [n, k, m, a_src, b_src](const Array& g, const Node& node, Grads& d) {
-                  // Each matrix of an input gets the sum of the gradients of the products
-                  // that read it (several where it was broadcast), in product order: the
-                  // first GEMM writes, the others add. The matrices are independent, so
-                  // they are split across threads.
-                  auto grads_of = [&](std::size_t input, const std::vector<std::size_t>& src, std::size_t size,
-                                      auto product) {
-                    const auto& shape = node.input_shape(input);
-                    std::size_t count = 1;  // matrices in this input
-                    for (std::size_t j = 0; j + 2 < shape.size(); ++j) count *= shape[j];
-                    std::vector<std::vector<std::size_t>> readers(count);  // the products reading each matrix
-                    for (std::size_t i = 0; i < src.size(); ++i) readers[src[i]].push_back(i);
-                    Array gx = xt::empty<float>(shape);
-                    const std::size_t grain = grain_for(count, src.size() * n * m * k, std::size_t{1} << 15);
-                    parallel_for(count, grain, [&](std::size_t lo, std::size_t hi) {
-                      for (std::size_t j = lo; j < hi; ++j) {
-                        float* gj = gx.data() + j * size;
-                        if (readers[j].empty()) std::fill_n(gj, size, 0.0f);  // in no product (an empty batch)
-                        for (std::size_t r = 0; r < readers[j].size(); ++r) product(readers[j][r], gj, r > 0);
-                      }
-                    });
-                    d[input] = std::move(gx);
-                  };
-                  const float *A = node.input(0).data(), *B = node.input(1).data();
-                  if (node.needs_grad(0))  // dA = g B^T: [n, m] x [m, k]
-                    grads_of(0, a_src, n * k, [&](std::size_t i, float* ga, bool add) {
-                      gemm(false, true, n, k, m, g.data() + i * n * m, B + b_src[i] * k * m, ga, add);
-                    });
-                  if (node.needs_grad(1))  // dB = A^T g: [k, n] x [n, m]
-                    grads_of(1, b_src, k * m, [&](std::size_t i, float* gb, bool add) {
-                      gemm(true, false, k, m, n, A + a_src[i] * n * k, g.data() + i * n * m, gb, add);
-                    });
-                });
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
@@ -608,39 +509,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
     throw std::invalid_argument("linear: input " + shape_str(xs) + " does not fit weight " + shape_str(ws) +
                                 " (expected input [.., " +
                                 (ws.size() == 2 ? std::to_string(ws[1]) : std::string("in")) + "])");
-  const std::size_t in = ws[1], out_f = ws[0], rows = leading_rows(xs);
-  if (bias && bias->shape() != Shape{out_f})
+  if (bias && bias->shape() != Shape{ws[0]})
     throw std::invalid_argument("linear: bias " + shape_str(bias->shape()) + " for weight " + shape_str(ws) +
-                                " (expected [" + std::to_string(out_f) + "])");
-  Shape out_shape = xs;
-  out_shape.back() = out_f;
-  Array y = xt::empty<float>(out_shape);
-  if (bias) {  // start from the bias in every row, then let BLAS add x W^T on top
-    for (std::size_t r = 0; r < rows; ++r) std::copy_n(bias->value().data(), out_f, y.data() + r * out_f);
-  }
-  // [rows, in] x [out, in]^T -> [rows, out]
-  gemm(false, true, rows, out_f, in, x.value().data(), weight.value().data(), y.data(), bias.has_value());
-
+                                " (expected [" + std::to_string(ws[0]) + "])");
+  Array y = kernels::linear(x.value(), weight.value(), bias ? bias->value().data() : nullptr);
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
-  return record("linear", std::move(y), std::move(inputs), [rows, in, out_f](const Array& g, const Node& n, Grads& d) {
-                  if (n.needs_grad(0)) {  // dx = g W: [rows, out] x [out, in]
-                    Array gx = xt::empty<float>(n.input_shape(0));
-                    gemm(false, false, rows, in, out_f, g.data(), n.input(1).data(), gx.data());
-                    d[0] = std::move(gx);
-                  }
-                  if (n.needs_grad(1)) {  // dW = g^T x: [out, rows] x [rows, in]
-                    // Shape{..}: from a braced list xt::empty makes an xtensor, which Array would copy.
-                    Array gw = xt::empty<float>(Shape{out_f, in});
-                    // A weight's gradient is a fresh buffer every step (zero_grad empties the slot); a
-                    // large one comes straight from the kernel, which faults it in page by page on the
-                    // first write. 2 MB pages fault 512 times less often.
-                    advise_huge_pages(gw.data(), gw.size());
-                    gemm(true, false, out_f, in, rows, g.data(), n.input(0).data(), gw.data());
-                    d[1] = std::move(gw);
-                  }
-                  if (d.size() == 3) d[2] = g;  // db: g summed over the rows, by the engine
-                });
+  return record("linear", std::move(y), std::move(inputs), [](Array&& g, const Node& n, Grads& d) {
+    if (n.needs_grad(0)) d[0] = kernels::matmul(g, n.input(1));                            // g W
+    if (n.needs_grad(1)) d[1] = kernels::matmul_tn(g, n.input(0), shape_of_input(n, 1));  // g^T x
+    if (d.size() == 3) d[2] = std::move(g);  // g, summed over the rows by the engine
+  });
 }
 
 // --------------------------------------------------------------- reductions

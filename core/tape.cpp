@@ -196,20 +196,21 @@ static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_
 static Grads run_closure(const Node& n, Array&& grad_output) {
   Grads grads(n.inputs.size());
   // The closure may move grad_output away; the inspector, when on, is shown a copy.
-  const Array seen = debug::on_step_wanted() ? grad_output : Array();
+  std::optional<Array> seen;
+  if (debug::on_step_wanted()) seen = grad_output;
   n.backward(std::move(grad_output), n, grads);
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const Array::shape_type& shape = n.input_shape(i);
     if (!n.needs_grad(i)) grads[i].clear();
     if (grads[i].empty() || grads[i].has_shape(shape)) continue;
     if (grads[i].is_dense() && grads[i].dense().dimension() >= shape.size())
-      grads[i] = kernels::sum_to_shape(grads[i].dense(), Shape(shape.begin(), shape.end()));
+      grads[i] = kernels::sum_to_shape(grads[i].dense(), shape);
     if (!grads[i].has_shape(shape))  // a bug in the op, not the user's
       throw std::logic_error("backward: " + entry_str(n) + " gave input " + std::to_string(i) +
                              " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " +
                              shape_str(shape));
   }
-  debug::on_step(n, seen, grads);  // trace and anomaly checks, when they are on
+  if (seen) debug::on_step(n, *seen, grads);  // trace and anomaly checks, when they are on
   return grads;
 }
 
@@ -263,7 +264,7 @@ Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std:
       check_output_shape(*n, g);
       if (g.is_sparse()) g = g.sparse().to_dense();  // closures take dense gradients
       if (out->retains_grad || debug::retain_all_grads()) w.retained.push_back({out, {g, n.get()}});
-      Grads grads = run_closure(*n, g.take_dense());
+      Grads grads = run_closure(*n, std::move(g.dense_mut()));  // the closure may take it: g is dropped below
       for (std::size_t i = 0; i < grads.size(); ++i)
         if (!grads[i].empty()) send(w, n->inputs[i].tensor, std::move(grads[i]), n.get(), i);
       w.arrived.erase(it);  // every op that used `out` has run: no more will come

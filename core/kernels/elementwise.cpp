@@ -1,13 +1,15 @@
 #include "elementwise.hpp"
 
+#include <algorithm>
+
 #include "../dispatch.hpp"
 #include "../fast_math.hpp"
 
 namespace tg::kernels {
 
 Array expand(const char* op, const Array& x, const Shape& shape) {
+  if (std::equal(x.shape().begin(), x.shape().end(), shape.begin(), shape.end())) return x;
   const Shape xs = shape_of(x);
-  if (xs == shape) return x;
   Array y = empty_array(op, shape);
   const Loop<1> loop = plan<1>(shape, {&xs});
   const std::size_t step = loop.stride[0].back();
@@ -44,8 +46,8 @@ TG_ALSO_FOR_AVX2 void sigmoid_run(const float* x, float* y, std::size_t n) {
 }
 
 Array apply(const char* op, const Array& x, Run run) {
-  Array y = empty_array(op, shape_of(x));
-  parallel_for(x.size(), elementwise_grain,
+  Array y = empty_like(op, x);
+  for_range(x.size(), elementwise_grain,
                [&](std::size_t lo, std::size_t hi) { run(x.data() + lo, y.data() + lo, hi - lo); });
   return y;
 }

@@ -25,10 +25,10 @@ namespace tg::kernels {
 // y[i] = f(x[i]), y of x's shape.
 template <class F>
 Array map(const char* op, const Array& x, F f) {
-  Array y = empty_array(op, shape_of(x));
+  Array y = empty_like(op, x);
   const float* in = x.data();
   float* out = y.data();
-  parallel_for(x.size(), elementwise_grain, [&](std::size_t lo, std::size_t hi) {
+  for_range(x.size(), elementwise_grain, [&](std::size_t lo, std::size_t hi) {
     for (std::size_t i = lo; i < hi; ++i) out[i] = f(in[i]);
   });
   return y;
@@ -37,16 +37,16 @@ Array map(const char* op, const Array& x, F f) {
 // z = f(x, y), of the broadcast shape of x and y.
 template <class F>
 Array map(const char* op, const Array& x, const Array& y, F f) {
-  const Shape xs = shape_of(x), ys = shape_of(y);
-  if (xs == ys) {  // the common case: one flat run, no plan
-    Array z = empty_array(op, xs);
+  if (x.shape() == y.shape()) {  // the common case: one flat run, no plan
+    Array z = empty_like(op, x);
     const float *a = x.data(), *b = y.data();
     float* out = z.data();
-    parallel_for(z.size(), elementwise_grain, [&](std::size_t lo, std::size_t hi) {
+    for_range(z.size(), elementwise_grain, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t i = lo; i < hi; ++i) out[i] = f(a[i], b[i]);
     });
     return z;
   }
+  const Shape xs = shape_of(x), ys = shape_of(y);
   const Shape zs = broadcast_shapes(op, xs, ys);
   Array z = empty_array(op, zs);
   const Loop<2> loop = plan<2>(zs, {&xs, &ys});

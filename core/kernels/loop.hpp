@@ -30,6 +30,18 @@ namespace tg::kernels {
 // waking a worker costs about as much as moving 32k floats through the cache.
 inline constexpr std::size_t elementwise_grain = std::size_t{1} << 15;
 
+// Calls body(begin, end) over [0, n): directly when n is too small to split
+// (most ops of a small model: no pool, no std::function), else through
+// parallel_for in chunks of at least `grain`.
+template <class Body>
+void for_range(std::size_t n, std::size_t grain, Body body) {
+  if (n < 2 * grain || get_num_threads() == 1) {
+    if (n > 0) body(std::size_t{0}, n);
+    return;
+  }
+  parallel_for(n, grain, body);
+}
+
 template <std::size_t N>
 struct Loop {
   Shape shape;                                          // the merged dims; at least one
@@ -84,7 +96,7 @@ Loop<N> plan(const Shape& out, const std::array<const Shape*, N>& in) {
 template <std::size_t N, class Row>
 void for_each_run(const Loop<N>& loop, Row row) {
   const std::size_t rank = loop.shape.size(), inner = loop.shape.back();
-  parallel_for(loop.size, elementwise_grain, [&](std::size_t lo, std::size_t hi) {
+  for_range(loop.size, elementwise_grain, [&](std::size_t lo, std::size_t hi) {
     std::vector<std::size_t> coord(rank);  // of element lo, and then of each run's start
     std::array<std::size_t, N> at{};
     for (std::size_t d = rank, rest = lo; d-- > 0;) {

@@ -149,7 +149,8 @@ Array sum_over(const char* op, const Array& x, std::vector<std::size_t> axes, bo
   return r;
 }
 
-Array sum_to_shape(const Array& g, const Shape& shape) {
+Array sum_to_shape(const Array& g, std::span<const std::size_t> shape) {
+  if (std::equal(g.shape().begin(), g.shape().end(), shape.begin(), shape.end())) return g;
   const std::size_t lead = g.dimension() - shape.size();
   std::vector<bool> summed(g.dimension());
   bool any = false;
@@ -159,7 +160,7 @@ Array sum_to_shape(const Array& g, const Shape& shape) {
   }
   if (!any) return g;
   Array r = sum_marked("sum_to_shape", g, summed);
-  r.reshape(shape);
+  r.reshape(Shape(shape.begin(), shape.end()));
   return r;
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "../array.hpp"
@@ -74,6 +75,6 @@ Array sum_over(const char* op, const Array& x, std::vector<std::size_t> axes, bo
 // input that was broadcast (the dims it lacked or had as 1). One pass when the
 // summed dims are adjacent once the kept ones are merged; g itself when the
 // shapes already match.
-Array sum_to_shape(const Array& g, const Shape& shape);
+Array sum_to_shape(const Array& g, std::span<const std::size_t> shape);
 
 }  // namespace tg::kernels
