@@ -399,6 +399,7 @@ struct Timing {
   double wall_ms_min = 0;          // the fastest sample's: what the thread comparison reads
   int64_t iterations = 0, samples = 0;
   double minflt = 0;  // minor page faults per iteration
+  tg::Shape out;      // the output's shape, which ops.py checks against PyTorch's
 };
 
 long minor_faults() {
@@ -409,7 +410,9 @@ long minor_faults() {
 
 Timing measure(Setup& s, const Options& o) {
   // The backward's seed: the output's shape, random values, made once.
-  const tg::Array g = tg::randn(s.forward().shape(), gen).value();
+  Timing t;
+  t.out = s.forward().shape();
+  const tg::Array g = tg::randn(t.out, gen).value();
   auto iteration = [&] {
     for (tg::Tensor& x : s.leaves) x.zero_grad();
     s.forward().backward(g);
@@ -424,7 +427,6 @@ Timing measure(Setup& s, const Options& o) {
   const double per_iteration = bench::ms_since(start) / static_cast<double>(warm);
   const int64_t k = std::max<int64_t>(1, std::llround(o.sample_ms / per_iteration));
 
-  Timing t;
   std::vector<double> cpu, wall;
   const long faults = minor_faults();
   const bench::Clock::time_point timed = bench::Clock::now();
@@ -483,7 +485,8 @@ void run_case(const Case& c, const Size& size, const Options& o) {
       const Timing t = measure(*setup, o);
       line << ", \"cpu_ms\": " << t.cpu_ms << ", \"wall_ms\": " << t.wall_ms
            << ", \"wall_ms_min\": " << t.wall_ms_min << ", \"iterations\": " << t.iterations
-           << ", \"samples\": " << t.samples << ", \"minflt_per_iter\": " << t.minflt;
+           << ", \"samples\": " << t.samples << ", \"minflt_per_iter\": " << t.minflt
+           << ", \"out\": " << tg::shape_str(t.out);
     }
   } catch (const std::exception& e) {  // one case failing does not stop the others
     line << ", \"error\": " << quoted(e.what());

@@ -349,6 +349,12 @@ def main():
         merged[side], err = merge(results[side], "cpu_ms")
         faults[side], _ = merge(results[side], "minflt_per_iter")
         errors.update({(c, side): e for c, e in err.items()})
+    # The two sides must compute the same thing: at least, outputs of the same shape.
+    for run_tg, run_py in zip(results["tapegrad"], results["pytorch"]):
+        for case in run_tg.keys() & run_py.keys():
+            if run_tg[case].get("out") != run_py[case].get("out"):
+                errors[(case, "both")] = f"output shapes differ: {run_tg[case].get('out')} and {run_py[case].get('out')}"
+                merged["tapegrad"].pop(case, None)
     merged["errors"] = errors
     first = results["tapegrad"][0]
     whats = {c: r["what"] for c, r in first.items() if "what" in r}

@@ -242,8 +242,9 @@ def cases():
 
 def measure(leaves, forward, args):
     """(cpu ms, wall ms) per iteration of the median sample, the fastest sample's wall ms, iterations, samples,
-    minor faults per iteration."""
-    g = torch.randn(forward().shape)  # the backward's seed, made once
+    minor faults per iteration, the output's shape."""
+    out = list(forward().shape)
+    g = torch.randn(out)  # the backward's seed, made once
 
     def iteration():
         for x in leaves:
@@ -272,7 +273,7 @@ def measure(leaves, forward, args):
         iterations += k
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     gc.enable()
-    return statistics.median(cpu), statistics.median(wall), min(wall), iterations, len(cpu), faults / iterations
+    return statistics.median(cpu), statistics.median(wall), min(wall), iterations, len(cpu), faults / iterations, out
 
 
 def run_case(name, op, size, make, args):
@@ -283,9 +284,9 @@ def run_case(name, op, size, make, args):
         if setup is None:
             return
         if not args.list:
-            cpu, wall, wall_min, iterations, samples, minflt = measure(*setup, args)
+            cpu, wall, wall_min, iterations, samples, minflt, out = measure(*setup, args)
             line.update(cpu_ms=cpu, wall_ms=wall, wall_ms_min=wall_min, iterations=iterations, samples=samples,
-                        minflt_per_iter=minflt)
+                        minflt_per_iter=minflt, out=out)
     except Exception as e:  # one case failing does not stop the others
         line["error"] = f"{type(e).__name__}: {e}"
     print("CASE " + json.dumps(line), flush=True)
