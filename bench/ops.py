@@ -45,6 +45,9 @@ QUICK_SIZES = ["64x64", "1024x300"]
 HEADS = {"64x64": "[64, 64]", "1024x300": "[1024, 300]", "4096x1024": "[4096, 1024]", "32x128x300": "[32, 128, 300]"}
 # nn's modules are timed and shown, but the summary is over the ops of core/ops.hpp.
 NN_OPS = {"embedding", "embedding_bag"}
+# Copies here, views in PyTorch that move no data either way (the gradient reaching the
+# leaf is a view of g): the summary also gives the geometric mean without them.
+VIEW_OPS = {"reshape", "flatten"}
 ENV_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 BEGIN, END = "<!-- ops:begin -->", "<!-- ops:end -->"
 HEADING = "## Dense ops against PyTorch"
@@ -182,16 +185,19 @@ def ratios(tg, py, size):
 
 def summary_table(tg, py, sizes, worst_n=5):
     head = ["tapegrad / PyTorch, forward + backward"] + [HEADS[s] for s in sizes]
+    geomean = lambda xs: fmt_ratio(math.exp(statistics.fmean(math.log(x) for x in xs))) if xs else "—"
     geo = ["geometric mean over the ops of core/ops.hpp"]
+    geo_copies = ["the same without " + " and ".join(f"`{op}`" for op in sorted(VIEW_OPS)) + " (views in PyTorch)"]
     under = ["ops at or under PyTorch's time"]
     worst = [f"worst {worst_n}"]
     for s in sizes:
         r = {op: x for op, x in ratios(tg, py, s).items() if op not in NN_OPS}
         top = sorted(r.items(), key=lambda kv: -kv[1])[:worst_n]
-        geo.append(fmt_ratio(math.exp(statistics.fmean(math.log(x) for x in r.values()))) if r else "—")
+        geo.append(geomean(list(r.values())))
+        geo_copies.append(geomean([x for op, x in r.items() if op not in VIEW_OPS]))
         under.append(f"{sum(x <= 1.0 for x in r.values())} of {len(r)}" if r else "—")
         worst.append(", ".join(f"`{op}` {fmt_ratio(x)}" for op, x in top) if r else "—")
-    return head, [geo, under, worst]
+    return head, [geo, geo_copies, under, worst]
 
 
 def per_op_table(tg, py, sizes, whats, order):
@@ -275,8 +281,13 @@ def report(args, mach, sizes, merged, faults, whats, order, floor, results, elap
              "Ratios below 1 mean tapegrad is faster.", "",
              render(summary_head, summary_rows), "",
              "The summary leaves out nn's `embedding` and `embedding_bag` (both with sparse gradients, which "
-             "tapegrad coalesces and PyTorch does not); they are in the tables below.", ""]
+             "tapegrad coalesces and PyTorch does not); they are in the tables below. `reshape` and `flatten` "
+             "return copies here and views in PyTorch, whose backward hands the leaf a view of `g`: PyTorch "
+             "moves no data at all, so their ratio is the cost of a copy over a few microseconds of Python.", ""]
     eh, er, _ = elementwise_table(tg, py, floor, results, args)
+    load = max(float(mach["load_start"].split()[0]), float(mach["load_end"].split()[0]))
+    busy = (f" **The load average ({load:.1f}) was above the {mach['cores']} cores**: a second thread mostly waited "
+            "for a core, so this column says little about the code." if load > mach["cores"] else "")
     if er:
         lines += ["**The elementwise ops at [4096, 1024]** (4M floats, 16 MB an array). Their memory floor: the "
                   "bytes each must move forward + backward over the bandwidth of a STREAM-like triad "
@@ -287,7 +298,7 @@ def report(args, mach, sizes, merged, faults, whats, order, floor, results, elap
                   f". Threads: tapegrad on 1 and on {args.threads} threads (`bench/ops --threads N`), alternating "
                   "in each round; wall ms of each run's fastest sample (CPU time would add the threads up, and on "
                   "cores shared with other jobs the fastest sample is the one least disturbed), median over the "
-                  "rounds.", "", render(eh, er), ""]
+                  "rounds." + busy, "", render(eh, er), ""]
     ph, pr = per_op_table(tg, py, sizes, whats, order)
     lines += ["**Every op**, tapegrad / PyTorch (at 3-d a binary op's `b` is [128, 1], in the `_row` forms [300]; "
               "sums, means and max along a dim reduce the middle dim at 3-d):", "", render(ph, pr), ""]
