@@ -3,7 +3,7 @@
 // times the same cases in PyTorch, and ops.py runs the two side by side.
 //
 //   ops [--only TEXT,TEXT] [--cases NAME,NAME] [--sizes 64x64,1024x300,4096x1024,32x128x300]
-//       [--target-ms 30] [--min-samples 5] [--threads 1] [--list]
+//       [--target-ms 30] [--min-samples 5] [--threads 1] [--sum-loss] [--list]
 //
 // A case is one op at one size, named op@size ("add@1024x300"); --only keeps
 // the cases whose name contains one of the texts, --cases those named. The
@@ -16,8 +16,9 @@
 //
 // Each case runs in a process of its own (a fork of this one, see run()). One
 // iteration: clear the leaves' gradients (zero_grad()), run the forward, then
-// backward(g), g made once before the loop; the output and its graph die
-// inside the iteration. Iterations are grouped into samples of about 1 ms, and
+// backward(g), g made once before the loop (with --sum-loss, sum(y).backward():
+// the op followed by a sum to a scalar loss, which adds the sum's cost); the
+// output and its graph die inside the iteration. Iterations are grouped into samples of about 1 ms, and
 // samples run until target_ms has passed (at least min_samples of them). A
 // case's time is the median sample's time per iteration, both in the process's
 // CPU time (as the step cells, harness.hpp: on a shared machine it leaves out
@@ -392,6 +393,7 @@ struct Options {
   double target_ms = 30, sample_ms = 1;
   int64_t min_samples = 5, threads = 1;
   bool list = false;
+  bool sum_loss = false;  // --sum-loss: sum(y).backward() instead of y.backward(g)
 };
 
 struct Timing {
@@ -415,7 +417,10 @@ Timing measure(Setup& s, const Options& o) {
   const tg::Array g = tg::randn(t.out, gen).value();
   auto iteration = [&] {
     for (tg::Tensor& x : s.leaves) x.zero_grad();
-    s.forward().backward(g);
+    if (o.sum_loss)
+      tg::sum(s.forward()).backward();
+    else
+      s.forward().backward(g);
   };
   // Warm-up: at least one iteration and 5 ms; it sets the iterations per sample.
   int64_t warm = 0;
@@ -541,6 +546,7 @@ int main(int argc, char** argv) {
                                                                {"--sample-ms", &o.sample_ms},
                                                                {"--min-samples", &o.min_samples},
                                                                {"--threads", &o.threads},
+                                                               {"--sum-loss", &o.sum_loss},
                                                                {"--list", &o.list}});
     if (!rest.empty()) throw std::invalid_argument("unexpected argument '" + rest[0] + "'");
     if (o.min_samples < 1 || o.threads < 1)

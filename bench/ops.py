@@ -129,6 +129,8 @@ def run_rounds(args, sizes, threads_only):
     common = ["--target-ms", str(args.target_ms), "--min-samples", str(args.min_samples)]
     if args.only:
         common += ["--only", args.only]
+    if args.sum_loss:
+        common += ["--sum-loss"]
     cmds = {
         "tapegrad": [ops, "--sizes", ",".join(sizes)] + common,
         "pytorch": [args.python, os.path.join(ROOT, "bench", "ops_pytorch.py"), "--sizes", ",".join(sizes)] + common,
@@ -271,7 +273,9 @@ def report(args, mach, sizes, merged, faults, whats, order, floor, results, elap
              "Every differentiable op of `core/ops.hpp`, and nn's Embedding and EmbeddingBag, timed forward + "
              "backward on one thread (`tg::set_num_threads(1)`, `torch.set_num_threads(1)`, "
              "`OPENBLAS_NUM_THREADS=1`): an iteration clears the leaves' gradients (`zero_grad()`; "
-             "`x.grad = None`), runs the op and `y.backward(g)` with a `g` made once. The cases and what each "
+             "`x.grad = None`), runs the op and " + ("`sum(y).backward()` (`--sum-loss`: the op followed by a "
+                                                    "scalar loss, whose sum is timed too)" if args.sum_loss else
+                                                    "`y.backward(g)` with a `g` made once") + ". The cases and what each "
              "computes are in `bench/ops.cpp` and `bench/ops_pytorch.py`; each case runs in a process of its own "
              "(a fork), so that it does not inherit the malloc state the cases before it left "
              "([bench/README.md](../bench/README.md#dense-ops-against-pytorch)). A run times each case in samples of "
@@ -332,6 +336,8 @@ def main():
     p.add_argument("--only", default="", help="only the cases (op@size) that contain one of these, comma-separated")
     p.add_argument("--quick", action="store_true", help=f"sizes {', '.join(QUICK_SIZES)} only, shorter runs")
     p.add_argument("--threads", type=int, default=2, help="the thread count set against 1 (default 2)")
+    p.add_argument("--sum-loss", action="store_true",
+                   help="time sum(op(..)).backward() instead of op(..).backward(g): each op followed by a scalar loss")
     p.add_argument("--json", default=None, metavar="FILE", help="write every measurement to FILE")
     p.add_argument("--write", action="store_true", help="write the tables into docs/benchmarks.md")
     p.add_argument("--command", default=None, help="the command to name in the report (default: this one)")

@@ -2,7 +2,7 @@
 """ops_pytorch: the cases of bench/ops.cpp in PyTorch, timed the same way (run with /usr/bin/python3).
 
     /usr/bin/python3 bench/ops_pytorch.py [--only TEXT,TEXT] [--cases NAME,NAME] [--sizes 64x64,...]
-                                          [--target-ms 30] [--min-samples 5] [--list]
+                                          [--target-ms 30] [--min-samples 5] [--sum-loss] [--list]
 
 Each case builds the same shapes as its twin in ops.cpp (which says in `what` what
 every case computes); the values differ (torch.randn, not tapegrad's generator), the
@@ -249,7 +249,10 @@ def measure(leaves, forward, args):
     def iteration():
         for x in leaves:
             x.grad = None
-        forward().backward(g)
+        if args.sum_loss:
+            forward().sum().backward()
+        else:
+            forward().backward(g)
 
     warm, start = 0, time.perf_counter()
     while True:  # at least one iteration and 5 ms; it sets the iterations per sample
@@ -300,6 +303,7 @@ def main():
     p.add_argument("--target-ms", type=float, default=30)
     p.add_argument("--sample-ms", type=float, default=1)
     p.add_argument("--min-samples", type=int, default=5)
+    p.add_argument("--sum-loss", action="store_true", help="sum(y).backward() instead of y.backward(g)")
     p.add_argument("--list", action="store_true", help="the case names, not timed")
     args = p.parse_args()
     torch.set_num_threads(1)
