@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Dense ops against PyTorch: bench/ops (tapegrad) and bench/ops_pytorch.py side by side.
 
-    bench/ops.py [--build build-bench] [--rounds 3] [--only TEXT,TEXT] [--quick] [--json FILE] [--write]
+    bench/ops.py [--build build-bench] [--rounds 3] [--only TEXT,TEXT] [--quick] [--sum-loss]
+                 [--json FILE] [--write]
 
 Runs every case of bench/ops.cpp (each differentiable op of core/ops.hpp, and nn's
 Embedding and EmbeddingBag, forward + backward at [64, 64], [1024, 300], [4096, 1024]
@@ -10,17 +11,17 @@ thread, in interleaved rounds: round 1 tapegrad then PyTorch, round 2 PyTorch th
 tapegrad, and so on. A case's time is the median over rounds of each run's median
 (process CPU ms per iteration). Then:
 
-  summary   per size: the geometric mean of tapegrad / PyTorch over the ops of
-            core/ops.hpp, how many are at or under PyTorch's time, the worst ones;
+  summary      per size: the geometric mean of tapegrad / PyTorch over the ops of
+               core/ops.hpp, how many are at or under PyTorch's time, the worst ones;
   elementwise  add, mul, broadcast add, relu, tanh and exp at [4096, 1024]: the
-            bytes each must move forward + backward over the bandwidth of a
-            STREAM-like triad on a working set as large (bench/floor, best of a run
-            before and one after the rounds), tapegrad's and PyTorch's time over that
-            floor, and tapegrad on 1 and on 2 threads (tg::set_num_threads),
-            alternating in each round, in wall time (the fastest sample of each run:
-            CPU time adds up the threads);
-  per op    every case's ratio, and per size the times and tapegrad's minor page
-            faults per iteration (getrusage around the timed loop; PyTorch's too).
+               bytes each must move forward + backward over the bandwidth of a
+               STREAM-like triad on a working set as large (bench/floor, best of a
+               run before and one after the rounds), tapegrad's and PyTorch's time
+               over that floor, and tapegrad on 1 and on 2 threads
+               (tg::set_num_threads), alternating in each round, in wall time (the
+               fastest sample of each run: CPU time adds up the threads);
+  per op       every case's ratio, and per size the times and tapegrad's minor page
+               faults per iteration (getrusage around the timed loop; PyTorch's too).
 
 Needs BUILD configured with -Dbench=true (it runs `ninja -C BUILD bench/ops bench/floor`
 first) and PyTorch under --python (Debian's /usr/bin/python3). --write puts the tables
