@@ -55,9 +55,15 @@ std::size_t normalize_dim(const char* op, int64_t dim, const Shape& shape) {
 }
 
 void check_indices(const char* op, const Indices& index, std::size_t size) {
-  for (int64_t i : index)
-    if (i < 0 || static_cast<std::size_t>(i) >= size)
-      throw std::out_of_range(std::string(op) + ": index " + std::to_string(i) + " out of range for size " +
+  // One pass that a compiler vectorizes (a negative index is a huge unsigned
+  // one), then, only if something is out of range, a second to name it.
+  const int64_t* first = index.data();
+  bool bad = false;
+  for (std::size_t k = 0; k < index.size(); ++k) bad |= static_cast<uint64_t>(first[k]) >= size;
+  if (!bad) return;
+  for (std::size_t k = 0; k < index.size(); ++k)
+    if (static_cast<uint64_t>(first[k]) >= size)
+      throw std::out_of_range(std::string(op) + ": index " + std::to_string(first[k]) + " out of range for size " +
                               std::to_string(size));
 }
 
@@ -158,24 +164,25 @@ Tensor div(const Tensor& a, float s) {
 
 // x^p as PyTorch computes it: the common exponents by their own formula (x * x,
 // sqrt(x), 1 / x, ...), which differ from std::pow at the edges: sqrt(-inf) is
-// NaN where std::pow(-inf, 0.5) is inf.
-static float pow_value(float x, float p) {
-  if (p == 2.0f) return x * x;
-  if (p == 3.0f) return x * x * x;
-  if (p == 0.5f) return std::sqrt(x);
-  if (p == -0.5f) return 1.0f / std::sqrt(x);
-  if (p == -1.0f) return 1.0f / x;
-  if (p == -2.0f) return 1.0f / (x * x);
-  return std::pow(x, p);
+// NaN where std::pow(-inf, 0.5) is inf. The formula is picked once, outside the loop.
+static Array pow_values(const Array& x, float p) {
+  if (p == 1.0f) return x;
+  if (p == 2.0f) return kernels::map("pow", x, [](float v) { return v * v; });
+  if (p == 3.0f) return kernels::map("pow", x, [](float v) { return v * v * v; });
+  if (p == 0.5f) return kernels::map("pow", x, [](float v) { return std::sqrt(v); });
+  if (p == -0.5f) return kernels::map("pow", x, [](float v) { return 1.0f / std::sqrt(v); });
+  if (p == -1.0f) return kernels::map("pow", x, [](float v) { return 1.0f / v; });
+  if (p == -2.0f) return kernels::map("pow", x, [](float v) { return 1.0f / (v * v); });
+  return kernels::map("pow", x, [p](float v) { return std::pow(v, p); });
 }
 
 Tensor pow(const Tensor& a, float p) {
-  Array y = kernels::map("pow", a.value(), [p](float x) { return pow_value(x, p); });
-  return record("pow", std::move(y), {a}, [p](const Array& g, const Node& n, Grads& d) {
+  return record("pow", pow_values(a.value(), p), {a}, [p](const Array& g, const Node& n, Grads& d) {
     // x^0 is constant: 0 also at x = 0, where p x^(p-1) is 0 * inf (as PyTorch)
-    d[0] = kernels::map("pow", g, n.input(0), [p](float g, float x) {
-      return p == 0.0f ? 0.0f : g * (p * pow_value(x, p - 1.0f));
-    });
+    if (p == 0.0f)
+      d[0] = kernels::map("pow", g, [](float) { return 0.0f; });
+    else
+      d[0] = kernels::map("pow", g, pow_values(n.input(0), p - 1.0f), [p](float g, float v) { return g * (p * v); });
   });
 }
 
@@ -466,7 +473,7 @@ Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   Array mask = empty_array("dropout", a.shape());
   gen.draw([&](std::mt19937& e) {
-    for (float& m : mask) m = static_cast<float>(e() >> 8) * 0x1p-24f >= p ? scale : 0.0f;
+    for (std::size_t i = 0; i < mask.size(); ++i) mask.data()[i] = static_cast<float>(e() >> 8) * 0x1p-24f >= p ? scale : 0.0f;
   });
   auto times = [](float x, float m) { return x * m; };
   Array y = kernels::map("dropout", a.value(), mask, times);
@@ -627,7 +634,7 @@ Tensor max(const Tensor& a) {
                   const Array& x = n.input(0);
                   auto is_max = [m = n.output_value()()](float v) { return std::isnan(m) ? std::isnan(v) : v == m; };
                   std::size_t count = 0;
-                  for (float v : x) count += is_max(v);
+                  for (std::size_t i = 0; i < x.size(); ++i) count += is_max(x.data()[i]);
                   Array gi = xt::zeros<float>(n.input_shape(0));
                   for (std::size_t i = 0; i < x.size(); ++i)
                     if (is_max(x.data()[i])) gi.data()[i] = g() / static_cast<float>(count);
@@ -1044,6 +1051,35 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
                 });
 }
 
+// Calls f(k, source) for every element k of index (row-major), with source
+// the element of an input of shape `in` that gather reads for it: k's own
+// position (counted in index's shape) with the coordinate along ax replaced
+// by index[k]. Walks index row by row (its last dim), so the inner loop is a
+// plain one.
+template <class F>
+static void for_each_gathered(const Shape& in, const Indices& index, std::size_t ax, F f) {
+  const std::size_t rank = in.size();
+  if (index.size() == 0) return;
+  std::vector<std::size_t> stride(rank, 1);
+  for (std::size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * in[d + 1];
+  const std::size_t row = rank == 0 ? 1 : index.shape()[rank - 1];
+  const int64_t* idx = index.data();
+  std::vector<std::size_t> coord(rank, 0);
+  std::size_t base = 0;  // the row's start in the input, its coordinate along ax at 0
+  for (std::size_t k = 0; k < index.size(); k += row) {
+    if (rank == 0 || ax == rank - 1)
+      for (std::size_t j = 0; j < row; ++j) f(k + j, base + static_cast<std::size_t>(idx[k + j]));
+    else
+      for (std::size_t j = 0; j < row; ++j) f(k + j, base + j + static_cast<std::size_t>(idx[k + j]) * stride[ax]);
+    for (std::size_t d = rank - 1; d-- > 0;) {  // the next row: count up the outer dims of index
+      if (d != ax) base += stride[d];
+      if (++coord[d] < index.shape()[d]) break;
+      if (d != ax) base -= stride[d] * index.shape()[d];
+      coord[d] = 0;
+    }
+  }
+}
+
 Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
   const Shape in_shape = a.shape();
   const Shape index_shape(index.shape().begin(), index.shape().end());
@@ -1055,29 +1091,18 @@ Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
                                 shape_str(in_shape) + " (same number of dims, none larger except dim " +
                                 std::to_string(ax) + ")");
   check_indices("gather", index, in_shape[ax]);
-  // source[k]: the element of `a` that output element k reads. It is k's own
-  // position (counted in index's shape) with the coordinate along ax replaced
-  // by the index value.
-  std::vector<std::size_t> stride(in_shape.size(), 1);
-  for (std::size_t d = in_shape.size(); d-- > 1;) stride[d - 1] = stride[d] * in_shape[d];
-  std::vector<std::size_t> source(index.size()), coord(in_shape.size(), 0);
-  for (std::size_t k = 0; k < index.size(); ++k) {
-    std::size_t offset = 0;
-    for (std::size_t d = 0; d < coord.size(); ++d)
-      offset += (d == ax ? static_cast<std::size_t>(index.data()[k]) : coord[d]) * stride[d];
-    source[k] = offset;
-    for (std::size_t d = coord.size(); d-- > 0;) {  // next position, row-major
-      if (++coord[d] < index_shape[d]) break;
-      coord[d] = 0;
-    }
-  }
-  Array out = xt::empty<float>(index_shape);
-  for (std::size_t k = 0; k < source.size(); ++k) out.data()[k] = a.value().data()[source[k]];
-  return record("gather", std::move(out), {a}, [source = std::move(source)](const Array& g, const Node& n, Grads& d) {
-                  Array gi = xt::zeros<float>(n.input_shape(0));
-                  for (std::size_t k = 0; k < source.size(); ++k) gi.data()[source[k]] += g.data()[k];
-                  d[0] = std::move(gi);
-                });
+  Array out = empty_array("gather", index_shape);
+  const float* x = a.value().data();
+  float* y = out.data();
+  for_each_gathered(in_shape, index, ax, [x, y](std::size_t k, std::size_t from) { y[k] = x[from]; });
+  return record("gather", std::move(out), {a}, [index, ax](const Array& g, const Node& n, Grads& d) {
+    const Shape in_shape = shape_of_input(n, 0);
+    Array gi = xt::zeros<float>(in_shape);  // scatter-add: repeats sum
+    float* gx = gi.data();
+    const float* gy = g.data();
+    for_each_gathered(in_shape, index, ax, [gx, gy](std::size_t k, std::size_t to) { gx[to] += gy[k]; });
+    d[0] = std::move(gi);
+  });
 }
 
 Indices index_select(const Indices& a, int64_t dim, const Indices& index) {
@@ -1114,14 +1139,20 @@ Tensor one_hot(const Indices& index, int64_t num_classes) {
     if (num_classes != -1 || index.size() == 0)
       throw std::invalid_argument("one_hot: num_classes " + std::to_string(num_classes) +
                                   " (use -1 only with a non-empty index)");
-    num_classes = *std::max_element(index.begin(), index.end()) + 1;
+    const int64_t largest = *std::max_element(index.data(), index.data() + index.size());
+    if (largest == std::numeric_limits<int64_t>::max())  // + 1 would overflow
+      throw std::length_error("one_hot: class " + std::to_string(largest) + " gives more classes than memory can address");
+    num_classes = largest + 1;
   }
   check_indices("one_hot", index, static_cast<std::size_t>(num_classes));
   Shape out_shape(index.shape().begin(), index.shape().end());
   out_shape.push_back(static_cast<std::size_t>(num_classes));
-  Array out = xt::zeros<float>(out_shape);
-  std::size_t i = 0;
-  for (int64_t c : index) out.data()[i++ * num_classes + c] = 1.0f;
+  // Checked like the factories: a size that overflows throws std::length_error,
+  // one that does not fit in memory tg::OutOfMemory, both naming one_hot.
+  Array out = empty_array("one_hot", out_shape);
+  std::fill_n(out.data(), out.size(), 0.0f);
+  const std::size_t classes = static_cast<std::size_t>(num_classes);
+  for (std::size_t i = 0; i < index.size(); ++i) out.data()[i * classes + static_cast<std::size_t>(index.data()[i])] = 1.0f;
   return Tensor(std::move(out));
 }
 
