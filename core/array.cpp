@@ -23,14 +23,15 @@ std::string shape_str(std::span<const std::size_t> shape) {
 std::size_t wrap_index(const char* what, int64_t i, std::size_t n) {
   const int64_t len = static_cast<int64_t>(n);
   if (i < -len || i >= len)
-    throw std::out_of_range(std::string(what) + " " + std::to_string(i) + " is out of range for a dim of size " +
-                            std::to_string(n));
+    throw std::out_of_range(std::string(what) + " " + std::to_string(i) +
+                            " is out of range for a dim of size " + std::to_string(n));
   return static_cast<std::size_t>(i < 0 ? i + len : i);
 }
 
 std::size_t checked_numel(const char* op, const Shape& shape, std::size_t element_size) {
   // xtensor keeps strides as signed integers: the count must fit in one too.
-  const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / element_size;
+  const std::size_t limit =
+      static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / element_size;
   std::size_t n = 1;
   bool overflow = false;
   for (std::size_t d : shape) {

@@ -60,10 +60,22 @@ std::size_t count(const Shape& s) {
 // column, a scalar (0-d and [1]), leading dims missing, a middle dim of 1, a
 // dim of 1 on both sides, empty ones, and a long run that splits across threads.
 const std::vector<std::pair<Shape, Shape>> broadcast_pairs = {
-    {{5, 7}, {5, 7}},       {{5, 7}, {7}},          {{5, 7}, {5, 1}},       {{5, 7}, {}},
-    {{}, {5, 7}},           {{5, 7}, {1}},          {{2, 3, 4}, {3, 1}},    {{2, 1, 4}, {3, 1}},
-    {{4, 1, 3, 1}, {5, 1, 2}}, {{1, 6}, {6, 1}},    {{0, 3}, {3}},          {{2, 0, 3}, {1, 3}},
-    {{}, {}},               {{1, 1}, {1}},          {{300, 257}, {257}},    {{70000}, {70000}},
+    {{5, 7}, {5, 7}},
+    {{5, 7}, {7}},
+    {{5, 7}, {5, 1}},
+    {{5, 7}, {}},
+    {{}, {5, 7}},
+    {{5, 7}, {1}},
+    {{2, 3, 4}, {3, 1}},
+    {{2, 1, 4}, {3, 1}},
+    {{4, 1, 3, 1}, {5, 1, 2}},
+    {{1, 6}, {6, 1}},
+    {{0, 3}, {3}},
+    {{2, 0, 3}, {1, 3}},
+    {{}, {}},
+    {{1, 1}, {1}},
+    {{300, 257}, {257}},
+    {{70000}, {70000}},
     {{3, 40000}, {3, 1}},
 };
 
@@ -102,7 +114,8 @@ TEST_SUITE("core") {
       const Shape ws = tg::broadcast_shapes("test", tg::broadcast_shapes("test", as, bs), cs);
       REQUIRE(tg::shape_of(w) == ws);
       for (std::size_t i = 0; i < count(ws); ++i)
-        CHECK(w.data()[i] == f(a.data()[source(i, ws, as)], b.data()[source(i, ws, bs)], c.data()[source(i, ws, cs)]));
+        CHECK(w.data()[i] ==
+              f(a.data()[source(i, ws, as)], b.data()[source(i, ws, bs)], c.data()[source(i, ws, cs)]));
       const Array e = tg::kernels::expand("test", c, ws);
       REQUIRE(tg::shape_of(e) == ws);
       for (std::size_t i = 0; i < count(ws); ++i) CHECK(e.data()[i] == c.data()[source(i, ws, cs)]);
@@ -129,7 +142,8 @@ TEST_SUITE("core") {
     // sum_over and sum_to_shape against a plain loop over the same groupings.
     const Shape s = {3, 4, 5, 6};
     const Array x = values(s, 8);
-    const std::vector<std::vector<std::size_t>> axis_sets = {{0}, {3}, {1, 2}, {0, 2}, {0, 1, 2, 3}, {1, 3}, {}};
+    const std::vector<std::vector<std::size_t>> axis_sets = {{0},          {3},    {1, 2}, {0, 2},
+                                                             {0, 1, 2, 3}, {1, 3}, {}};
     for (const auto& axes : axis_sets) {
       CAPTURE(axes.size());
       for (bool keepdim : {false, true}) {
@@ -150,7 +164,8 @@ TEST_SUITE("core") {
       }
     }
     // Un-broadcast: every shape an input of this gradient could have had.
-    for (const Shape& to : {Shape{6}, Shape{5, 1}, Shape{1, 4, 1, 6}, Shape{3, 1, 5, 1}, Shape{}, Shape{4, 5, 6}}) {
+    for (const Shape& to :
+         {Shape{6}, Shape{5, 1}, Shape{1, 4, 1, 6}, Shape{3, 1, 5, 1}, Shape{}, Shape{4, 5, 6}}) {
       CAPTURE(tg::shape_str(to));
       const Array r = tg::kernels::sum_to_shape(x, to);
       REQUIRE(tg::shape_of(r) == to);

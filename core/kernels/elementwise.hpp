@@ -105,4 +105,9 @@ Array log(const Array& x);
 Array tanh(const Array& x);
 Array sigmoid(const Array& x);
 
+// PyTorch's GELU, x Phi(x) with erf (tanh_form false) or GPT-2's tanh form,
+// and its backward, g gelu'(x), in the formulas of PyTorch's CPU kernel.
+Array gelu(const Array& x, bool tanh_form);
+Array gelu_backward(const Array& x, const Array& g, bool tanh_form);
+
 }  // namespace tg::kernels

@@ -41,7 +41,12 @@ std::vector<std::size_t> sources(const Shape& own, const Shape& batch) {
 }
 
 Batch batch_of(const Shape& as, const Shape& bs) {
-  Batch p{as[as.size() - 2], as.back(), bs.back(), broadcast_shapes("matmul", batch_dims(as), batch_dims(bs)), {}, {}};
+  Batch p{as[as.size() - 2],
+          as.back(),
+          bs.back(),
+          broadcast_shapes("matmul", batch_dims(as), batch_dims(bs)),
+          {},
+          {}};
   p.a_of = sources(batch_dims(as), p.shape);
   p.b_of = sources(batch_dims(bs), p.shape);
   return p;
@@ -58,8 +63,8 @@ std::size_t rows_of(const Shape& s) {
 // read it, product(i, out, accumulate) for each such i in order: the first
 // writes, the others add. The matrices are independent: split across threads.
 template <class Product>
-Array sum_of_products(const char* op, const Shape& shape, std::size_t size, const std::vector<std::size_t>& read_by,
-                      std::size_t work, Product product) {
+Array sum_of_products(const char* op, const Shape& shape, std::size_t size,
+                      const std::vector<std::size_t>& read_by, std::size_t work, Product product) {
   const std::size_t count = elements(shape) / std::max<std::size_t>(size, 1);
   std::vector<std::vector<std::size_t>> readers(count);
   for (std::size_t i = 0; i < read_by.size(); ++i) readers[read_by[i]].push_back(i);
@@ -109,8 +114,8 @@ Array matmul_nt(const Array& g, const Array& b, const Shape& a_shape) {
   const Batch p = batch_of(a_shape, bs);
   return sum_of_products("matmul", a_shape, p.n * p.k, p.a_of, p.a_of.size() * p.n * p.m * p.k,
                          [&](std::size_t i, float* out, bool add) {
-                           gemm(false, true, p.n, p.k, p.m, g.data() + i * p.n * p.m, b.data() + p.b_of[i] * p.k * p.m,
-                                out, add);
+                           gemm(false, true, p.n, p.k, p.m, g.data() + i * p.n * p.m,
+                                b.data() + p.b_of[i] * p.k * p.m, out, add);
                          });
 }
 
@@ -128,8 +133,8 @@ Array matmul_tn(const Array& a, const Array& g, const Shape& b_shape) {
   const Batch p = batch_of(as, b_shape);
   return sum_of_products("matmul", b_shape, p.k * p.m, p.b_of, p.b_of.size() * p.n * p.m * p.k,
                          [&](std::size_t i, float* out, bool add) {
-                           gemm(true, false, p.k, p.m, p.n, a.data() + p.a_of[i] * p.n * p.k, g.data() + i * p.n * p.m,
-                                out, add);
+                           gemm(true, false, p.k, p.m, p.n, a.data() + p.a_of[i] * p.n * p.k,
+                                g.data() + i * p.n * p.m, out, add);
                          });
 }
 
@@ -141,7 +146,8 @@ Array linear(const Array& x, const Array& weight, const float* bias) {
   Array y = empty_array("linear", ys);
   if (bias)  // start from the bias in every row, then let BLAS add x W^T on top
     for (std::size_t r = 0; r < rows; ++r) std::copy_n(bias, out, y.data() + r * out);
-  gemm(false, true, rows, out, in, x.data(), weight.data(), y.data(), bias != nullptr);  // [rows, in] x [in, out]
+  gemm(false, true, rows, out, in, x.data(), weight.data(), y.data(),
+       bias != nullptr);  // [rows, in] x [in, out]
   return y;
 }
 

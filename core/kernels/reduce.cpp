@@ -58,12 +58,13 @@ void sum_middle(const float* x, std::size_t outer, std::size_t n, std::size_t in
     });
   } else {  // a sum per column of each [n, inner] block, in pieces of 256 columns
     const std::size_t pieces = (inner + 255) / 256, items = outer * pieces;
-    parallel_for(items, grain_for(items, outer * n * inner, elementwise_grain), [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t it = lo; it < hi; ++it) {
-        const std::size_t o = it / pieces, first = it % pieces * 256;
-        column_sums(x + o * n * inner, n, inner, first, std::min(inner, first + 256), out + o * inner);
-      }
-    });
+    parallel_for(
+        items, grain_for(items, outer * n * inner, elementwise_grain), [&](std::size_t lo, std::size_t hi) {
+          for (std::size_t it = lo; it < hi; ++it) {
+            const std::size_t o = it / pieces, first = it % pieces * 256;
+            column_sums(x + o * n * inner, n, inner, first, std::min(inner, first + 256), out + o * inner);
+          }
+        });
   }
 }
 
