@@ -39,6 +39,9 @@ struct TensorImpl {
   // here their result is a copy, so value_mut() on it throws rather than write
   // into a copy the user took for the input.
   const char* copy_of_view = nullptr;
+  // Set on the loss nn::data_parallel returns (to "nn::data_parallel"): its
+  // backward pass already ran there, and backward() on it says so.
+  const char* backward_ran_in = nullptr;
   // Threads that backward() their own graphs into one leaf (a shared parameter)
   // add into its gradient under this lock.
   std::mutex grad_mutex;

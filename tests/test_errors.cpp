@@ -418,11 +418,22 @@ TEST_SUITE("errors") {
       Tensor evaluated = rig.loss();  // computed under NoGradGuard: no graph
       EXPECT_ERROR(std::logic_error, evaluated.backward(), "does not require grad", "NoGradGuard");
     }
+    {  // the loss data_parallel returns: its backward already ran (into a model of its own here)
+      Tensor w({1.0f, 2.0f}, true);
+      const Tensor dp_loss = tg::nn::data_parallel(
+          {w}, 2, [&](std::size_t b, std::size_t e) { return tg::narrow(w, 0, b, e - b); },
+          [](const Tensor& y) { return tg::sum(y); });
+      const Array w_grad = w.grad_dense();
+      EXPECT_ERROR(std::logic_error, dp_loss.backward(),
+                   "backward: nn::data_parallel returned this loss after running its backward pass",
+                   "step the optimizer");
+      CHECK(w.grad_dense() == w_grad);
+    }
     loss = control_loss = Tensor();
     check_intact(rig, control);
   }
 
-  TEST_CASE("tg::grad of a non-leaf or a repeated input; data_parallel with the wrong rows or loss") {
+  TEST_CASE("tg::grad of a non-leaf or a repeated input; data_parallel with the wrong rows or loss, or max_norm") {
     Rig rig, control;
     const std::vector<Tensor> params = rig.net.parameters();
     EXPECT_ERROR(std::invalid_argument, tg::grad(rig.loss(), {rig.logits()}),
@@ -443,6 +454,19 @@ TEST_SUITE("errors") {
       tg::NoGradGuard no_grad;
       EXPECT_ERROR(std::logic_error, tg::nn::data_parallel(params, 3, rows, loss), "data_parallel: grad mode is off");
     }
+    // A layer that writes its weight during forward (max_norm), in the shards.
+    nn::Embedding renormed(4, 3, {.max_norm = 0.1f});
+    const Array before = renormed.weight.value();
+    auto lookup = [&](std::size_t b, std::size_t e) {
+      return renormed(tg::narrow(kinds, 0, b, e - b));
+    };
+    EXPECT_ERROR(std::logic_error, tg::nn::data_parallel({renormed.weight}, 3, lookup, [](const Tensor& y) {
+                   return tg::sum(y);
+                 }),
+                 "Embedding: max_norm rescales rows of the weight in place during forward",
+                 "nn::data_parallel cannot do at once", "tg::set_num_threads(1)");
+    CHECK(renormed.weight.value() == before);
+    CHECK(renormed.weight.grad().empty());
     check_intact(rig, control);
   }
 
