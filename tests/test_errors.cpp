@@ -521,6 +521,23 @@ TEST_SUITE("errors") {
     check_intact(rig, control);
   }
 
+  TEST_CASE("a module registered inside its own child; clone() of a subclass that does not override it") {
+    Rig rig, control;
+    auto holder = std::make_shared<nn::Sequential>();
+    holder->push_back(rig.net.head);
+    EXPECT_ERROR(std::invalid_argument, rig.net.head->register_module("up", holder),
+                 "Module: registering a tg::nn::Sequential as 'up' inside a tg::nn::Linear would make a cycle",
+                 "holds that tg::nn::Linear (as '0')");
+    CHECK(rig.net.head->named_parameters().size() == 2);
+    struct Scaled : nn::Linear {  // overrides forward, inherits Linear's clone()
+      using nn::Linear::Linear;
+      Tensor forward(const Tensor& x) const override { return nn::Linear::forward(x) * 3.0f; }
+    } scaled(3, 2);
+    EXPECT_ERROR(std::logic_error, scaled.clone(), "clone: this", "Scaled's clone() makes a tg::nn::Linear",
+                 "give", "a clone() of its own");
+    check_intact(rig, control);
+  }
+
   TEST_CASE("an optimizer given the same parameter twice, a non-leaf, or a tensor without grad") {
     Rig rig, control;
     using E = std::invalid_argument;
