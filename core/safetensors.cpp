@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "read_json.hpp"
+
 namespace tg {
 
 // The data section is copied byte for byte between the file and float arrays.
@@ -58,8 +60,9 @@ json parse_header_json(const std::string& text, const std::string& path) {
       duplicate = parsed.get<std::string>();
     return true;
   };
-  json j = json::parse(text, on_event, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(path, "the header is not valid JSON");
+  std::string why;
+  json j = detail::parse_json(text, why, on_event);
+  if (j.is_discarded()) fail(path, "the header " + why);
   if (!duplicate.empty()) fail(path, "the header names '" + duplicate + "' twice");
   if (!j.is_object()) fail(path, "the header is not a JSON object");
   return j;

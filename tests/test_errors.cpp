@@ -752,6 +752,11 @@ TEST_SUITE("errors") {
                                R"(,"data_offsets":[0,8]}})",
                            floats({1, 2})),
          "is not a list of sizes"},
+        {"deep_nesting",
+         safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(200000, '[') +
+                               std::string(200000, ']') + R"(,"data_offsets":[0,8]}})",
+                           floats({1, 2})),
+         "the header nests deeper than 128 levels"},
         {"duplicate_name",
          safetensors_bytes(R"({"a":)" + f32x2 + R"([0,8]},"a":)" + f32x2 + "[0,8]}}", floats({1, 2})),
          "the header names 'a' twice"},
