@@ -785,6 +785,25 @@ TEST_SUITE("errors") {
     check_intact(rig, control);
   }
 
+  TEST_CASE("a name that is not UTF-8: write_html and save_safetensors name it, and write nothing") {
+    Rig rig, control;
+    TempDir dir;
+    tg::Tensor bias = *rig.net.head->bias;
+    bias.set_name("caf\xE9.bias");  // Latin-1
+    EXPECT_ERROR(std::invalid_argument, tg::write_html(rig.loss(), dir.file("page.html")),
+                 "write_html: the name of a tensor in the graph, 'caf\\xE9.bias' (a leaf of shape [2]), is not "
+                 "UTF-8 (byte 4 is 0xE9)",
+                 "set_name()");
+    CHECK(!fs::exists(dir.file("page.html")));
+    bias.set_name("head.bias");
+    tg::StateDict state = rig.net.state_dict();
+    state["caf\xE9"] = Array{1.0f};
+    EXPECT_ERROR(std::invalid_argument, tg::save_safetensors(dir.file("m.safetensors"), state),
+                 "save_safetensors: tensor name 'caf\\xE9' is not UTF-8 (byte 4 is 0xE9)");
+    CHECK(!fs::exists(dir.file("m.safetensors")));
+    check_intact(rig, control);
+  }
+
   TEST_CASE("a malformed TSV line, an empty corpus, invalid UTF-8: FileError naming file and line") {
     TempDir dir;
     // what() is exactly "tsv: <path>:<line>: <reason>", and path() and line() say the same.

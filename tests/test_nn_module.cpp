@@ -272,7 +272,12 @@ TEST_SUITE("nn") {
     CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"__metadata__", Array{1.0f}}}),
                          doctest::Contains("'__metadata__' cannot name a tensor"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
-                         doctest::Contains("must be valid UTF-8"), std::invalid_argument);
+                         "save_safetensors: tensor name 'bad\\xFF' is not UTF-8 (byte 4 is 0xFF); a safetensors "
+                         "header is JSON, UTF-8 text",
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(tg::save_safetensors(path, odd, {{"note", "caf\xe9"}}),
+                         doctest::Contains("metadata value of 'note', 'caf\\xE9' is not UTF-8 (byte 4 is 0xE9)"),
+                         std::invalid_argument);
     CHECK(tg::load_safetensors_metadata(path).at("format") == "np");  // the failed saves changed nothing
   }
 
