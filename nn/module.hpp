@@ -111,14 +111,14 @@ class Module {
   bool is_training() const { return training_; }
 
   // Every name, a shared tensor under each of its names (as PyTorch's).
-  StateDict state_dict() const;
+  tg::StateDict state_dict() const;
   // Copies `state` into the parameters. First checks everything: if a name is
   // missing, unexpected, or has the wrong shape, throws std::invalid_argument
   // listing every such name, and no parameter is changed. With strict = false,
   // missing and unexpected names are ignored (wrong shapes still throw).
-  void load_state_dict(const StateDict& state, bool strict = true);
+  void load_state_dict(const tg::StateDict& state, bool strict = true);
   // The check load_state_dict makes, alone: throws as it would, changes nothing.
-  void check_state_dict(const StateDict& state, bool strict = true) const;
+  void check_state_dict(const tg::StateDict& state, bool strict = true) const;
 
   // state_dict() to / from a safetensors file (see core/safetensors.hpp).
   void save(const std::string& path) const;
