@@ -2,8 +2,8 @@
 // and the two checks every allocation goes through.
 #pragma once
 
-#include <cstddef>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>

@@ -159,14 +159,13 @@ Graph gather(const Tensor& loss) {
     const std::string& name = leaf ? t.name() : t.creator()->op;
     const std::string bad = detail::invalid_utf8_at(name);
     if (bad.empty()) continue;
-    throw std::invalid_argument(
-        "write_html: the name of " +
-        (leaf ? "a tensor in the graph, '" + detail::escape_invalid_utf8(name) + "' (a leaf of shape " +
-                    shape_str(t.shape()) + "),"
-              : "op '" + detail::escape_invalid_utf8(name) + "' (tape entry " + std::to_string(t.creator()->index) +
-                    ")") +
-        " is not UTF-8 (" + bad + "); a page holds UTF-8 text: give it a UTF-8 name" +
-        (leaf ? " with set_name()" : ""));
+    throw std::invalid_argument("write_html: the name of " +
+                                (leaf ? "a tensor in the graph, '" + detail::escape_invalid_utf8(name) +
+                                            "' (a leaf of shape " + shape_str(t.shape()) + "),"
+                                      : "op '" + detail::escape_invalid_utf8(name) + "' (tape entry " +
+                                            std::to_string(t.creator()->index) + ")") +
+                                " is not UTF-8 (" + bad + "); a page holds UTF-8 text: give it a UTF-8 name" +
+                                (leaf ? " with set_name()" : ""));
   }
   if (g.ops > html_max_ops)
     throw std::invalid_argument(

@@ -46,8 +46,10 @@ std::optional<T> number(std::string_view field) {
     // sign: read it wider, and round that to T (0 or -0).
     long double wide = 0;
     r = std::from_chars(field.data(), last, wide);
-    if (r.ec == std::errc() && std::fabs(wide) < 1) x = static_cast<T>(wide);
-    else r.ec = std::errc::result_out_of_range;
+    if (r.ec == std::errc() && std::fabs(wide) < 1)
+      x = static_cast<T>(wide);
+    else
+      r.ec = std::errc::result_out_of_range;
   }
   if (r.ec != std::errc() || r.ptr != last || !std::isfinite(x)) return std::nullopt;
   return x;

@@ -44,7 +44,7 @@ std::string row_str(const tg::Array& a, std::size_t i) {  // "[0.1234, -0.5678, 
 int main(int argc, char** argv) {
   const PictureFiles files = picture_files(  // "": not asked for
       argc, argv, {"--dot", "--html"},
-      "An embedding is a lookup: an Embedding and a one-hot Linear give the same numbers, and their gradients\n"
+      "An embedding is a lookup: an Embedding and a one-hot Linear give the same numbers and gradients\n"
       "(--dot FILE: the graph for Graphviz; --html FILE: a page that steps through the backward pass).");
   const std::size_t vocab = 6, dim = 3;
 

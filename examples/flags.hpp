@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -42,14 +42,16 @@ class Flags {
 
   // What --help prints: the program's name, what it does, each flag and its default.
   std::string usage(const std::string& program, const std::string& about) const {
-    std::string s = "usage: " + program.substr(program.rfind('/') + 1) + (values_.empty() ? "" : " [--FLAG VALUE]...");
+    std::string s =
+        "usage: " + program.substr(program.rfind('/') + 1) + (values_.empty() ? "" : " [--FLAG VALUE]...");
     s += "\n" + (about.empty() ? "" : about + "\n");
     if (values_.empty()) return s + "It takes no flags.\n";
     s += "flags, and their defaults:\n";
     std::size_t width = 0;
     for (const auto& [name, value] : values_) width = std::max(width, name.size());
     for (const auto& [name, value] : values_)
-      s += "  " + name + std::string(width + 2 - name.size(), ' ') + (value.empty() ? "(not set)" : value) + "\n";
+      s += "  " + name + std::string(width + 2 - name.size(), ' ') + (value.empty() ? "(not set)" : value) +
+           "\n";
     return s;
   }
 

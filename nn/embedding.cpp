@@ -73,12 +73,14 @@ void check_pretrained(const char* layer, const Array& weight) {
 // above max_norm is scaled to max_norm. Writes raw storage: not recorded.
 // Refused inside the shards of nn::data_parallel, which run forward at once on
 // one table: their writes and reads of the same rows would race.
-void renorm_rows(const char* layer, Tensor& table, std::vector<int64_t> rows, float max_norm, float norm_type) {
+void renorm_rows(const char* layer, Tensor& table, std::vector<int64_t> rows, float max_norm,
+                 float norm_type) {
   if (tg::detail::ShardStream::current)
-    throw std::logic_error(std::string(layer) +
-                           ": max_norm rescales rows of the weight in place during forward, which the shards of "
-                           "nn::data_parallel cannot do at once (they share the weight); run that step on one "
-                           "thread (tg::set_num_threads(1)), or build the layer without max_norm");
+    throw std::logic_error(
+        std::string(layer) +
+        ": max_norm rescales rows of the weight in place during forward, which the shards of "
+        "nn::data_parallel cannot do at once (they share the weight); run that step on one "
+        "thread (tg::set_num_threads(1)), or build the layer without max_norm");
   Array& weight = table.value_mut();
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());

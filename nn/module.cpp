@@ -95,8 +95,9 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
 void Module::check_clone_class(const Module& copy) const {
   if (typeid(copy) != typeid(*this))
     throw std::logic_error("clone: this " + type_name() + "'s clone() makes a " + copy.type_name() +
-                           " (a subclass that does not override clone() inherits its base's): give " + type_name() +
-                           " a clone() of its own, returning copy_into(std::make_shared<" + type_name() + ">(...))");
+                           " (a subclass that does not override clone() inherits its base's): give " +
+                           type_name() + " a clone() of its own, returning copy_into(std::make_shared<" +
+                           type_name() + ">(...))");
 }
 
 // Two names that name one tensor in `a` and two in `b`, or the other way
@@ -122,9 +123,9 @@ void Module::copy_state_to(Module& fresh) const {
   fresh.load_state_dict(state_dict());  // checks that the names and shapes match
   // A tensor registered twice is one tensor in the copy too, as deepcopy keeps it.
   if (const auto d = tie_difference(all_named_parameters(), fresh.all_named_parameters()))
-    throw std::logic_error("clone: in this " + type_name() + ", '" + d->first + "' and '" + d->second + "' are " +
-                           (d->tied_in_a ? "one tensor" : "two tensors") + ", but in the copy its clone() built " +
-                           (d->tied_in_a ? "two" : "one") +
+    throw std::logic_error("clone: in this " + type_name() + ", '" + d->first + "' and '" + d->second +
+                           "' are " + (d->tied_in_a ? "one tensor" : "two tensors") +
+                           ", but in the copy its clone() built " + (d->tied_in_a ? "two" : "one") +
                            ": build the copy with the same modules and tensors registered twice");
   std::map<std::string, bool> wants_grad;
   for (const auto& [name, t] : all_named_parameters()) wants_grad[name] = t.requires_grad();

@@ -22,8 +22,8 @@ using SafetensorsError [[deprecated("use tg::SafetensorsError")]] = tg::Safetens
 // function beats a template that is as good a match) instead of being ambiguous.
 template <class = void>
 [[deprecated("use tg::save_safetensors")]] void save_safetensors(const std::string& path,
-                                                                  const tg::StateDict& tensors,
-                                                                  const tg::Metadata& metadata = {}) {
+                                                                 const tg::StateDict& tensors,
+                                                                 const tg::Metadata& metadata = {}) {
   tg::save_safetensors(path, tensors, metadata);
 }
 template <class = void>

@@ -226,11 +226,13 @@ TEST_SUITE("train") {
     const tg::StateDict tensors = tg::load_safetensors(good);
     const tg::Metadata meta = tg::load_safetensors_metadata(good);
     Run run(5, 2), control(5, 2);
-    for (const std::string key : {"contents", "optimizer.param_groups", "optimizer.options", "scheduler.base_lrs"}) {
+    for (const std::string key :
+         {"contents", "optimizer.param_groups", "optimizer.options", "scheduler.base_lrs"}) {
       CAPTURE(key);
       REQUIRE(meta.count(key) == 1);
       tg::Metadata hostile = meta;
-      hostile[key] = key == "optimizer.param_groups" ? R"([{"lr":0.1,"weight_decay":0,"params":)" + deep + "}]" : deep;
+      hostile[key] =
+          key == "optimizer.param_groups" ? R"([{"lr":0.1,"weight_decay":0,"params":)" + deep + "}]" : deep;
       const std::string path = dir.file("deep.ckpt");
       tg::save_safetensors(path, tensors, hostile);
       tg::Checkpoint into = run.parts();

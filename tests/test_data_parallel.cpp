@@ -227,7 +227,8 @@ TEST_SUITE("threads") {
     for (const Tensor& p : m.params()) CHECK(p.grad().empty());
   }
 
-  TEST_CASE("data_parallel: a leaf the forward or the loss uses that is not in parameters gets its gradient") {
+  TEST_CASE(
+      "data_parallel: a leaf the forward or the loss uses that is not in parameters gets its gradient") {
     // The plain step gives every leaf its gradient; so must the split one.
     auto run = [](std::size_t threads) {
       Threads t(threads);
@@ -244,11 +245,13 @@ TEST_SUITE("threads") {
     for (std::size_t n : {2, 3}) {
       CAPTURE(n);
       const std::vector<Array> many = run(n);
-      for (std::size_t i = 0; i < one.size(); ++i) CHECK_MESSAGE(allclose(many[i], one[i], 1e-4, 1e-6), "grad ", i);
+      for (std::size_t i = 0; i < one.size(); ++i)
+        CHECK_MESSAGE(allclose(many[i], one[i], 1e-4, 1e-6), "grad ", i);
     }
   }
 
-  TEST_CASE("data_parallel: an Embedding with max_norm (it writes the weight in forward) is refused in shards") {
+  TEST_CASE(
+      "data_parallel: an Embedding with max_norm (it writes the weight in forward) is refused in shards") {
     Threads threads(2);
     tg::Generator gen(4);
     tg::nn::Embedding emb(10, 4, {.max_norm = 0.5f}, gen);
@@ -259,31 +262,37 @@ TEST_SUITE("threads") {
     CHECK_THROWS_WITH_AS(
         tg::nn::data_parallel(
             {emb.weight}, 6,
-            [&](std::size_t b, std::size_t e) { return emb(tg::index_select(ids, 0, tg::arange(int64_t(b), int64_t(e)))); },
-            loss),
-        doctest::Contains("Embedding: max_norm rescales rows of the weight in place during forward, which the shards "
-                          "of nn::data_parallel cannot do at once"),
-        std::logic_error);
-    CHECK_THROWS_WITH_AS(
-        tg::nn::data_parallel(
-            {bag.weight}, 3,
             [&](std::size_t b, std::size_t e) {
-              return bag.forward(tg::index_select(ids, 0, tg::arange(int64_t(2 * b), int64_t(2 * e))),
-                                 tg::arange(int64_t(0), int64_t(2 * (e - b)), int64_t(2)));
+              return emb(tg::index_select(ids, 0, tg::arange(int64_t(b), int64_t(e))));
             },
             loss),
-        doctest::Contains("EmbeddingBag: max_norm"), std::logic_error);
+        doctest::Contains(
+            "Embedding: max_norm rescales rows of the weight in place during forward, which the shards "
+            "of nn::data_parallel cannot do at once"),
+        std::logic_error);
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(
+                             {bag.weight}, 3,
+                             [&](std::size_t b, std::size_t e) {
+                               return bag.forward(
+                                   tg::index_select(ids, 0, tg::arange(int64_t(2 * b), int64_t(2 * e))),
+                                   tg::arange(int64_t(0), int64_t(2 * (e - b)), int64_t(2)));
+                             },
+                             loss),
+                         doctest::Contains("EmbeddingBag: max_norm"), std::logic_error);
     CHECK(same_bits(emb.weight.value(), before));
     CHECK(same_bits(bag.weight.value(), bag_before));
     CHECK(emb.weight.grad().empty());
     // On one thread data_parallel is the plain step, and max_norm works there.
     Threads one(1);
-    tg::nn::data_parallel({emb.weight}, 6, [&](std::size_t, std::size_t) { return emb(ids); }, loss);
+    tg::nn::data_parallel(
+        {emb.weight}, 6, [&](std::size_t, std::size_t) { return emb(ids); }, loss);
     CHECK(!emb.weight.grad().empty());
     CHECK(!same_bits(emb.weight.value(), before));
   }
 
-  TEST_CASE("data_parallel: a Generator made or seeded inside a shard holds its seed; the others' draws do not change") {
+  TEST_CASE(
+      "data_parallel: a Generator made or seeded inside a shard holds its seed; the others' draws do not "
+      "change") {
     // The model's dropout masks with nothing else drawing, to compare against.
     const Outcome plain = [] {
       Threads threads(2);
@@ -375,9 +384,10 @@ TEST_SUITE("threads") {
       const Tensor loss = tg::nn::data_parallel(
           m.params(), 37, [&](std::size_t b, std::size_t e) { return m.logits(d, b, e); },
           [&](const Tensor& y) { return tg::cross_entropy(y, d.labels); }, m.gen);
-      CHECK_THROWS_WITH_AS(loss.backward(),
-                           doctest::Contains("nn::data_parallel returned this loss after running its backward pass"),
-                           std::logic_error);
+      CHECK_THROWS_WITH_AS(
+          loss.backward(),
+          doctest::Contains("nn::data_parallel returned this loss after running its backward pass"),
+          std::logic_error);
       CHECK_THROWS_WITH_AS(tg::grad(loss, m.params()), doctest::Contains("data_parallel"), std::logic_error);
     }
   }

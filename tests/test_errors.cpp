@@ -433,7 +433,8 @@ TEST_SUITE("errors") {
     check_intact(rig, control);
   }
 
-  TEST_CASE("tg::grad of a non-leaf or a repeated input; data_parallel with the wrong rows or loss, or max_norm") {
+  TEST_CASE(
+      "tg::grad of a non-leaf or a repeated input; data_parallel with the wrong rows or loss, or max_norm") {
     Rig rig, control;
     const std::vector<Tensor> params = rig.net.parameters();
     EXPECT_ERROR(std::invalid_argument, tg::grad(rig.loss(), {rig.logits()}),
@@ -457,14 +458,12 @@ TEST_SUITE("errors") {
     // A layer that writes its weight during forward (max_norm), in the shards.
     nn::Embedding renormed(4, 3, {.max_norm = 0.1f});
     const Array before = renormed.weight.value();
-    auto lookup = [&](std::size_t b, std::size_t e) {
-      return renormed(tg::narrow(kinds, 0, b, e - b));
-    };
-    EXPECT_ERROR(std::logic_error, tg::nn::data_parallel({renormed.weight}, 3, lookup, [](const Tensor& y) {
-                   return tg::sum(y);
-                 }),
-                 "Embedding: max_norm rescales rows of the weight in place during forward",
-                 "nn::data_parallel cannot do at once", "tg::set_num_threads(1)");
+    auto lookup = [&](std::size_t b, std::size_t e) { return renormed(tg::narrow(kinds, 0, b, e - b)); };
+    EXPECT_ERROR(
+        std::logic_error,
+        tg::nn::data_parallel({renormed.weight}, 3, lookup, [](const Tensor& y) { return tg::sum(y); }),
+        "Embedding: max_norm rescales rows of the weight in place during forward",
+        "nn::data_parallel cannot do at once", "tg::set_num_threads(1)");
     CHECK(renormed.weight.value() == before);
     CHECK(renormed.weight.grad().empty());
     check_intact(rig, control);
@@ -525,9 +524,10 @@ TEST_SUITE("errors") {
     Rig rig, control;
     auto holder = std::make_shared<nn::Sequential>();
     holder->push_back(rig.net.head);
-    EXPECT_ERROR(std::invalid_argument, rig.net.head->register_module("up", holder),
-                 "Module: registering a tg::nn::Sequential as 'up' inside a tg::nn::Linear would make a cycle",
-                 "holds that tg::nn::Linear (as '0')");
+    EXPECT_ERROR(
+        std::invalid_argument, rig.net.head->register_module("up", holder),
+        "Module: registering a tg::nn::Sequential as 'up' inside a tg::nn::Linear would make a cycle",
+        "holds that tg::nn::Linear (as '0')");
     CHECK(rig.net.head->named_parameters().size() == 2);
     struct Scaled : nn::Linear {  // overrides forward, inherits Linear's clone()
       using nn::Linear::Linear;
@@ -790,10 +790,11 @@ TEST_SUITE("errors") {
     TempDir dir;
     tg::Tensor bias = *rig.net.head->bias;
     bias.set_name("caf\xE9.bias");  // Latin-1
-    EXPECT_ERROR(std::invalid_argument, tg::write_html(rig.loss(), dir.file("page.html")),
-                 "write_html: the name of a tensor in the graph, 'caf\\xE9.bias' (a leaf of shape [2]), is not "
-                 "UTF-8 (byte 4 is 0xE9)",
-                 "set_name()");
+    EXPECT_ERROR(
+        std::invalid_argument, tg::write_html(rig.loss(), dir.file("page.html")),
+        "write_html: the name of a tensor in the graph, 'caf\\xE9.bias' (a leaf of shape [2]), is not "
+        "UTF-8 (byte 4 is 0xE9)",
+        "set_name()");
     CHECK(!fs::exists(dir.file("page.html")));
     bias.set_name("head.bias");
     tg::StateDict state = rig.net.state_dict();

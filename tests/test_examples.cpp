@@ -652,17 +652,19 @@ TEST_SUITE("examples") {
           std::string::npos);
   }
 
-  TEST_CASE("a program written against the previous release's tg::nn safetensors names still compiles and works") {
+  TEST_CASE(
+      "a program written against the previous release's tg::nn safetensors names still compiles and works") {
     // tests/previous_api/nn_safetensors.cpp; tests/consumer/run checks that
     // each old name it uses warns with the new one.
     TempDir tmp;
-    auto r = run_command(std::string(TAPEGRAD_BUILD_DIR) + "/tests/previous_api_nn_safetensors " + tmp.path.string());
+    auto r = run_command(std::string(TAPEGRAD_BUILD_DIR) + "/tests/previous_api_nn_safetensors " +
+                         tmp.path.string());
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK(r.output.find("state dict: 2 tensors, the same weights: yes, epoch 3\n") != std::string::npos);
     CHECK(r.output.find("saved again: 2 tensors\n") != std::string::npos);
-    CHECK(r.output.find("a missing file: SafetensorsError for " + (tmp.path / "model.safetensors.missing").string()) !=
-          std::string::npos);
+    CHECK(r.output.find("a missing file: SafetensorsError for " +
+                        (tmp.path / "model.safetensors.missing").string()) != std::string::npos);
   }
 
   TEST_CASE("the digits and names outputs that README.md and docs/examples.md show are what the programs print") {

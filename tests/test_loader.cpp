@@ -122,7 +122,8 @@ TEST_SUITE("train") {
     CHECK(read_csv(path).features.value()(0, 0) == 0.1f);
   }
 
-  TEST_CASE("read_csv: a number below float32's range reads as the nearest float, 0 or a subnormal, as NumPy") {
+  TEST_CASE(
+      "read_csv: a number below float32's range reads as the nearest float, 0 or a subnormal, as NumPy") {
     TempDir dir;
     const std::string path = dir.file("tiny.csv");
     // NumPy's np.loadtxt(..., dtype=np.float32): 0, -0, 9.99995e-41, 0, 0, 1.4013e-45.
@@ -140,10 +141,11 @@ TEST_SUITE("train") {
       CHECK(std::signbit(got) == std::signbit(nearest));
     }
     CHECK(std::signbit(d.features.value()(0, 1)));  // -1e-50 is -0
-    CHECK(d.features.value()(0, 2) > 0);             // a subnormal, not 0
+    CHECK(d.features.value()(0, 2) > 0);            // a subnormal, not 0
     // Past the largest float there is no nearest finite one: refused, as before.
     write(path, "1e39,0\n");
-    CHECK_THROWS_WITH_AS(read_csv(path), doctest::Contains("'1e39' is not a finite number"), tg::data::FileError);
+    CHECK_THROWS_WITH_AS(read_csv(path), doctest::Contains("'1e39' is not a finite number"),
+                         tg::data::FileError);
   }
 
   TEST_CASE("read_csv: a header is skipped whatever it holds; skip_rows skips lines before it") {

@@ -62,7 +62,9 @@ struct CloneKeepsTie : TiedTwice {
 };
 struct CloneLosesTie : TiedTwice {
   using TiedTwice::TiedTwice;
-  std::shared_ptr<nn::Module> clone() const override { return copy_into(std::make_shared<CloneLosesTie>(false)); }
+  std::shared_ptr<nn::Module> clone() const override {
+    return copy_into(std::make_shared<CloneLosesTie>(false));
+  }
 };
 
 // One SGD step on the sum of m(x), then m(x).
@@ -206,13 +208,16 @@ TEST_SUITE("nn") {
     CHECK(tied_copy->parameters().size() == 2);
     CHECK(stepped(*tied_copy, x) == stepped(tied, x));
     // One whose clone() does not is refused, naming both names, not copied untied.
-    CHECK_THROWS_WITH_AS(CloneLosesTie().clone(),
-                         doctest::Contains("'first.weight' and 'second.weight' are one tensor, but in the copy its "
-                                           "clone() built two"),
-                         std::logic_error);
+    CHECK_THROWS_WITH_AS(
+        CloneLosesTie().clone(),
+        doctest::Contains("'first.weight' and 'second.weight' are one tensor, but in the copy its "
+                          "clone() built two"),
+        std::logic_error);
   }
 
-  TEST_CASE("clone() of a subclass that does not override it throws naming the class; one that does clones as itself") {
+  TEST_CASE(
+      "clone() of a subclass that does not override it throws naming the class; one that does clones as "
+      "itself") {
     tg::Generator gen(8);
     Doubled doubled(3, 2, true, gen);
     CHECK_THROWS_WITH_AS(doubled.clone(),

@@ -182,16 +182,18 @@ TEST_SUITE("nn") {
     auto outer = std::make_shared<nn::Sequential>(nn::Linear(2, 2));
     auto inner = std::make_shared<nn::Sequential>(nn::Tanh());
     auto leaf = std::make_shared<nn::Linear>(2, 2);
-    outer->push_back(inner);          // "1"
+    outer->push_back(inner);  // "1"
     inner->register_module("fc", leaf);
-    CHECK_THROWS_WITH_AS(inner->register_module("back", outer),
-                         "Module: registering a tg::nn::Sequential as 'back' inside a tg::nn::Sequential would make "
-                         "a cycle: the tg::nn::Sequential holds that tg::nn::Sequential (as '1')",
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(leaf->register_module("top", outer),
-                         doctest::Contains("registering a tg::nn::Sequential as 'top' inside a tg::nn::Linear would make a "
-                                  "cycle: the tg::nn::Sequential holds that tg::nn::Linear (as '1.fc')"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        inner->register_module("back", outer),
+        "Module: registering a tg::nn::Sequential as 'back' inside a tg::nn::Sequential would make "
+        "a cycle: the tg::nn::Sequential holds that tg::nn::Sequential (as '1')",
+        std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        leaf->register_module("top", outer),
+        doctest::Contains("registering a tg::nn::Sequential as 'top' inside a tg::nn::Linear would make a "
+                          "cycle: the tg::nn::Sequential holds that tg::nn::Linear (as '1.fc')"),
+        std::invalid_argument);
     CHECK_THROWS_WITH_AS(outer->register_module("self", outer),
                          "Module: a tg::nn::Sequential cannot be registered inside itself (as 'self')",
                          std::invalid_argument);
@@ -271,13 +273,15 @@ TEST_SUITE("nn") {
           tg::Metadata{{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
     CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"__metadata__", Array{1.0f}}}),
                          doctest::Contains("'__metadata__' cannot name a tensor"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
-                         "save_safetensors: tensor name 'bad\\xFF' is not UTF-8 (byte 4 is 0xFF); a safetensors "
-                         "header is JSON, UTF-8 text",
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::save_safetensors(path, odd, {{"note", "caf\xe9"}}),
-                         doctest::Contains("metadata value of 'note', 'caf\\xE9' is not UTF-8 (byte 4 is 0xE9)"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        tg::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
+        "save_safetensors: tensor name 'bad\\xFF' is not UTF-8 (byte 4 is 0xFF); a safetensors "
+        "header is JSON, UTF-8 text",
+        std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        tg::save_safetensors(path, odd, {{"note", "caf\xe9"}}),
+        doctest::Contains("metadata value of 'note', 'caf\\xE9' is not UTF-8 (byte 4 is 0xE9)"),
+        std::invalid_argument);
     CHECK(tg::load_safetensors_metadata(path).at("format") == "np");  // the failed saves changed nothing
   }
 

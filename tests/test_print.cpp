@@ -25,7 +25,9 @@ std::string printed(const T& x) {
 
 // Whether `std::cout << x` compiles for an x of type T.
 template <class T>
-concept Printable = requires(std::ostream& os, const T& x) { os << x; };
+concept Printable = requires(std::ostream& os, const T& x) {
+  os << x;
+};
 
 }  // namespace
 

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   tg::nn::Linear restored(3, 2, true, gen);
   restored.load_state_dict(back);
   std::printf("state dict: %zu tensors, the same weights: %s, epoch %s\n", back.size(),
-              restored.weight.to_vector() == model.weight.to_vector() ? "yes" : "no", meta_back.at("epoch").c_str());
+              restored.weight.to_vector() == model.weight.to_vector() ? "yes" : "no",
+              meta_back.at("epoch").c_str());
 
   save_both_ways(path, model);
   std::printf("saved again: %zu tensors\n", tg::load_safetensors(path).size());
