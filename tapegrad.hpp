@@ -37,6 +37,7 @@
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
 #include "nn/module.hpp"
+#include "nn/safetensors.hpp"  // deprecated tg::nn:: names of core/safetensors.hpp's
 #include "nn/sequential.hpp"
 #include "optim/adam.hpp"
 #include "optim/checkpoint.hpp"

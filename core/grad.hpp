@@ -8,6 +8,7 @@
 //   sparse + sparse -> sparse, merged and still coalesced (sorted unique rows)
 #pragma once
 
+#include <iosfwd>
 #include <span>
 #include <variant>
 
@@ -48,5 +49,10 @@ class Grad {
  private:
   std::variant<std::monostate, Array, SparseRows> slot_;
 };
+
+// std::cout << t.grad(): a dense gradient prints as its Array, SparseRows as
+// they do, and an empty slot as "None" (what Python prints for a tensor's
+// .grad before backward()).
+std::ostream& operator<<(std::ostream& os, const Grad& g);
 
 }  // namespace tg

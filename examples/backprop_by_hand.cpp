@@ -36,7 +36,10 @@ std::string values(const tg::Array& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});  // "": not asked for
+  const PictureFiles files = picture_files(  // "": not asked for
+      argc, argv, {"--dot", "--html"},
+      "Backpropagation by hand: a small net's tape, each backward step, the chain rule on paper, gradcheck\n"
+      "(--dot FILE: its graph for Graphviz; --html FILE: a page that steps through the backward pass).");
 
   // Round numbers instead of random ones, so every value can be redone by hand.
   tg::nn::Linear fc1(2, 2), fc2(2, 1);

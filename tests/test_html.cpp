@@ -318,6 +318,17 @@ TEST_SUITE("html") {
                            doctest::Contains("no/such/dir/page.html"), std::runtime_error);
     for (const tg::Tensor& p : net.params()) CHECK(p.grad().empty());  // every failure left them alone
 
+    // A name that is not UTF-8 (Latin-1's e-acute, 0xE9): the page is UTF-8 text.
+    net.fc2.bias->set_name("caf\xE9.bias");
+    CHECK_THROWS_WITH_AS(
+        tg::write_html(net.loss, dir.file("page.html")),
+        "write_html: the name of a tensor in the graph, 'caf\\xE9.bias' (a leaf of shape [1]), is "
+        "not UTF-8 (byte 4 is 0xE9); a page holds UTF-8 text: give it a UTF-8 name with set_name()",
+        std::invalid_argument);
+    CHECK(!fs::exists(dir.file("page.html")));
+    for (const tg::Tensor& p : net.params()) CHECK(p.grad().empty());
+    net.fc2.bias->set_name("fc2.bias");
+
     // After a backward() that released the graph there is nothing to replay.
     net.loss.backward();
     CHECK_THROWS_WITH_AS(tg::write_html(net.loss, dir.file("page.html")),
