@@ -7,15 +7,15 @@
 
 #include "core/array.hpp"
 #include "core/csr_batch.hpp"
-#include "core/debug.hpp"
+#include "core/debug.hpp"        // moved to inspect/debug.hpp: forwards there
 #include "core/factories.hpp"
 #include "core/grad.hpp"
-#include "core/gradcheck.hpp"
+#include "core/gradcheck.hpp"    // moved to inspect/gradcheck.hpp: forwards there
+#include "core/kernels/parallel.hpp"
 #include "core/ops.hpp"
-#include "core/parallel.hpp"
-#include "core/safetensors.hpp"
+#include "core/parallel.hpp"     // moved to core/kernels/parallel.hpp: forwards there
+#include "core/safetensors.hpp"  // moved to io/safetensors.hpp: forwards there
 #include "core/sparse_rows.hpp"
-#include "core/table_memory.hpp"
 #include "core/tape.hpp"
 #include "core/tensor.hpp"
 #include "data/batch.hpp"
@@ -27,6 +27,9 @@
 #include "data/tokenizer.hpp"
 #include "data/tsv.hpp"
 #include "data/vocabulary.hpp"
+#include "inspect/debug.hpp"
+#include "inspect/gradcheck.hpp"
+#include "io/safetensors.hpp"
 #include "nn/attention.hpp"
 #include "nn/clip_grad.hpp"
 #include "nn/data_parallel.hpp"
@@ -37,7 +40,7 @@
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
 #include "nn/module.hpp"
-#include "nn/safetensors.hpp"  // deprecated tg::nn:: names of core/safetensors.hpp's
+#include "nn/safetensors.hpp"  // deprecated tg::nn:: names of io/safetensors.hpp's
 #include "nn/sequential.hpp"
 #include "optim/adam.hpp"
 #include "optim/checkpoint.hpp"

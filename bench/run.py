@@ -204,7 +204,7 @@ FLOOR_SIZES_MB = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
 
 def gemm_shapes(vocab):
-    """The two GEMMs of a linear step, as floor's M,N,K,TA,TB (row-major, see core/ops.cpp linear):
+    """The two GEMMs of a linear step, as floor's M,N,K,TA,TB (row-major, see core/kernels/matmul.cpp, linear):
     forward [B, V] x [D, V]^T -> [B, D], and backward dW = g^T x: [B, D]^T x [B, V] -> [D, V]."""
     return [(BATCH, DIM, vocab, 0, 1), (DIM, vocab, BATCH, 1, 0)]
 

@@ -83,7 +83,7 @@ Array empty_array(const char* op, const Shape& shape);
 // An uninitialised array of x's shape (no size check needed: x has it).
 Array empty_like(const char* op, const Array& x);
 
-// What `std::cout << a` prints for an Array or Indices (core/print.cpp): PyTorch's
+// What `std::cout << a` prints for an Array or Indices (inspect/print.cpp): PyTorch's
 // repr plus the shape, as a Tensor prints, tensor([3.0000, -0.5000], shape=[2]).
 std::ostream& print_values(std::ostream& os, const Array& a);
 std::ostream& print_values(std::ostream& os, const Indices& a);

@@ -1,10 +1,10 @@
 #include "tape.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
-#include "debug.hpp"
 #include "kernels/reduce.hpp"
 
 namespace tg {
@@ -17,10 +17,49 @@ std::size_t next_node_index() {
   return node_counter.load();
 }
 
+static std::atomic<StepHook*> default_hook = nullptr;
+
+StepHook*& step_hook() {
+  thread_local StepHook* hook = default_hook.load();
+  return hook;
+}
+
+void set_default_step_hook(StepHook* hook) {
+  default_hook = hook;
+}
+
+Tape& Tape::current() {
+  static thread_local Tape tape;
+  return tape;
+}
+
+void Tape::append(const std::shared_ptr<Node>& node) {
+  slots_.push_back(node);
+  // Amortised clean-up: the list never holds more than about twice its live
+  // entries, however many forward passes run without a backward().
+  if (slots_.size() >= prune_at_) prune();
+}
+
+void Tape::prune() {
+  std::erase_if(slots_, [](const std::weak_ptr<Node>& s) {
+    auto n = s.lock();
+    return !n || n->released;
+  });
+  prune_at_ = std::max<std::size_t>(64, 2 * slots_.size());
+}
+
+std::vector<std::shared_ptr<Node>> Tape::live_entries() {
+  prune();
+  std::vector<std::shared_ptr<Node>> out;
+  for (const auto& s : slots_)
+    if (auto n = s.lock()) out.push_back(std::move(n));
+  return out;
+}
+
 Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardFn backward) {
   const bool recorded = is_grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
                                                          [](const Tensor& t) { return t.requires_grad(); });
-  if (debug::anomaly_enabled()) debug::check_forward(op, value, node_counter.load(), recorded);
+  if (StepHook* hook = step_hook()) hook->forward(op, value, node_counter.load(), recorded);
   Tensor out(std::move(value));
   if (!recorded) return out;
 
@@ -35,7 +74,7 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardF
   out.impl()->requires_grad = true;
   out.impl()->creator = node;
   node->index = node_counter++;
-  Tape::current().append(node);  // the listing print_tape() shows (core/debug.hpp)
+  Tape::current().append(node);  // the listing print_tape() shows (inspect/debug.hpp)
   return out;
 }
 
@@ -195,9 +234,10 @@ static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_
 // input's shape where the op broadcast (the one place that un-broadcasts).
 static Grads run_closure(const Node& n, Array&& grad_output) {
   Grads grads(n.inputs.size());
-  // The closure may move grad_output away; the inspector, when on, is shown a copy.
+  // The closure may move grad_output away; a step hook, when set, is shown a copy.
+  StepHook* hook = step_hook();
   std::optional<Array> seen;
-  if (debug::on_step_wanted()) seen = grad_output;
+  if (hook) seen = grad_output;
   n.backward(std::move(grad_output), n, grads);
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const Array::shape_type& shape = n.input_shape(i);
@@ -210,7 +250,7 @@ static Grads run_closure(const Node& n, Array&& grad_output) {
                              " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " +
                              shape_str(shape));
   }
-  if (seen) debug::on_step(n, *seen, grads);  // trace and anomaly checks, when they are on
+  if (hook) hook->backward(n, *seen, grads);  // the inspector's traces and anomaly checks
   return grads;
 }
 
@@ -263,7 +303,8 @@ Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std:
       Grad& g = it->second.grad;
       check_output_shape(*n, g);
       if (g.is_sparse()) g = g.sparse().to_dense();  // closures take dense gradients
-      if (out->retains_grad || debug::retain_all_grads()) w.retained.push_back({out, {g, n.get()}});
+      const StepHook* hook = step_hook();
+      if (out->retains_grad || (hook && hook->retains_all_grads())) w.retained.push_back({out, {g, n.get()}});
       Grads grads = run_closure(*n, std::move(g.dense_mut()));  // the closure may take it: g is dropped below
       for (std::size_t i = 0; i < grads.size(); ++i)
         if (!grads[i].empty()) send(w, n->inputs[i].tensor, std::move(grads[i]), n.get(), i);

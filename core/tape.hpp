@@ -22,7 +22,7 @@
 //
 // Who owns what (this is what keeps memory bounded):
 //   output tensor --owns--> its Node --owns--> input tensors --own--> their Nodes ...
-//   Tape          --weak--> Node   (this thread's list, for print_tape(); core/debug.hpp)
+//   Tape          --weak--> Node   (this thread's list, for print_tape(); inspect/debug.hpp)
 // A graph lives exactly as long as some tensor of it is alive; the list only
 // holds weak references. backward() releases the nodes it walked
 // (their inputs and closures) unless retain_graph is true. A graph of any depth
@@ -107,6 +107,48 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardF
 
 // The index the next recorded op gets, on any thread.
 std::size_t next_node_index();
+
+// The tape as a list: this thread's recorded ops, in recording order. backward()
+// does not need it (it follows a graph from its root); it is there to look at
+// (print_tape() in inspect/debug.hpp).
+class Tape {
+ public:
+  static Tape& current();  // this thread's tape
+
+  // This thread's entries that are still recorded: alive and not yet released
+  // by backward(), in recording order.
+  std::vector<std::shared_ptr<Node>> live_entries();
+  std::size_t live_count() { return live_entries().size(); }
+  std::size_t slots() const { return slots_.size(); }  // for the leak tests
+  static std::size_t next_index() { return next_node_index(); }
+  void append(const std::shared_ptr<Node>& node);  // record() calls it
+
+ private:
+  void prune();  // forgets expired and released entries
+  std::vector<std::weak_ptr<Node>> slots_;
+  std::size_t prune_at_ = 64;
+};
+
+// How the inspector (inspect/: anomaly mode, traces, write_html's recording,
+// RetainAllGradsGuard) watches the engine without the engine knowing it: each
+// thread has at most one step hook, and with none the engine pays one test
+// per op and per backward step.
+class StepHook {
+ public:
+  virtual ~StepHook() = default;
+  // An op computed `value`; `recorded` says whether it became tape entry `index`.
+  virtual void forward(const std::string& op, const Array& value, std::size_t index, bool recorded) = 0;
+  // A backward step ran: the gradient that reached node's output, and each input's share.
+  virtual void backward(const Node& node, const Array& grad_output, const Grads& grads) = 0;
+  // Whether backward() keeps the gradient of every tensor it walks, as if
+  // retain_grad() had been called on each.
+  virtual bool retains_all_grads() const = 0;
+};
+
+// This thread's hook (null for none), to read or to set. A thread starts with
+// the default hook, null unless set_default_step_hook() named one.
+StepHook*& step_hook();
+void set_default_step_hook(StepHook* hook);
 
 // The engine behind Tensor::backward() and tg::grad(): with `inputs`, the
 // gradients reaching those leaves are returned instead of added into them.

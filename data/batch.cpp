@@ -9,7 +9,7 @@
 
 #include <xtensor/xbuilder.hpp>
 
-#include "../core/parallel.hpp"
+#include "../core/kernels/parallel.hpp"
 
 namespace tg::data {
 

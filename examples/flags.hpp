@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include <tapegrad/core/parallel.hpp>
+#include <tapegrad/core/kernels/parallel.hpp>
 
 class Flags {
  public:
@@ -111,7 +111,7 @@ inline void no_flags(int argc, char** argv, const std::string& about) {
   picture_files(argc, argv, {}, about);
 }
 
-// --threads N: tapegrad's loops and OpenBLAS use N threads (core/parallel.hpp).
+// --threads N: tapegrad's loops and OpenBLAS use N threads (core/kernels/parallel.hpp).
 // 0, the examples' default, means TAPEGRAD_NUM_THREADS where it is set, else
 // every core: the embedding path gives the same bits on any number of threads,
 // and a program run by hand should use the machine.

@@ -18,7 +18,7 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "core/debug.hpp"
+#include "inspect/debug.hpp"
 #include "fuzz_common.hpp"
 #include "nn/embedding.hpp"
 

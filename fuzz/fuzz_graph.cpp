@@ -66,7 +66,7 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "core/debug.hpp"
+#include "inspect/debug.hpp"
 #include "core/ops.hpp"
 #include "core/tape.hpp"
 #include "fuzz_common.hpp"

@@ -1,6 +1,6 @@
 // Any byte string as a safetensors file.
 //
-// Promises checked (core/safetensors.hpp):
+// Promises checked (io/safetensors.hpp):
 //   - load_safetensors either returns or throws SafetensorsError whose what()
 //     starts with "safetensors: <path>: "; nothing else escapes, nothing crashes;
 //   - the metadata loader agrees with it (both fail or both succeed);
@@ -8,7 +8,7 @@
 //   - loading it into a module either fits or throws std::invalid_argument.
 #include <cstring>
 
-#include "core/safetensors.hpp"
+#include "io/safetensors.hpp"
 #include "fuzz_common.hpp"
 #include "nn/linear.hpp"
 

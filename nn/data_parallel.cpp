@@ -6,9 +6,9 @@
 #include <string>
 #include <unordered_set>
 
-#include "../core/debug.hpp"
+#include "../inspect/debug.hpp"
 #include "../core/ops.hpp"
-#include "../core/parallel.hpp"
+#include "../core/kernels/parallel.hpp"
 #include "../core/tape.hpp"
 
 namespace tg::nn {

@@ -15,7 +15,7 @@
 //   opt.step();
 //
 // The rows [0, batch) are split into get_num_threads() contiguous shards
-// (core/parallel.hpp). forward(begin, end) runs for each on the pool's threads
+// (core/kernels/parallel.hpp). forward(begin, end) runs for each on the pool's threads
 // and returns the output for those rows (its first dim: end - begin). The
 // outputs are joined in order (cat) into the batch's output, loss(output) runs
 // on the calling thread, and its gradient is sent back through each shard's

@@ -9,10 +9,11 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "../core/dispatch.hpp"
+#include "../core/kernels/dispatch.hpp"
+#include "../core/kernels/loop.hpp"
+#include "../core/kernels/parallel.hpp"
+#include "../core/kernels/table_memory.hpp"
 #include "../core/ops.hpp"
-#include "../core/parallel.hpp"
-#include "../core/table_memory.hpp"
 #include "../core/tape.hpp"
 #include "init.hpp"
 
@@ -173,7 +174,7 @@ std::vector<std::size_t> entries_by_row(const Plan& p) {
 
 // Then each entry, in that order, writes or adds its share into its row's
 // slot: out row i gets the entries order[group[i]] to order[group[i + 1] - 1].
-// Also compiled for AVX2 (core/dispatch.hpp): the same bits.
+// Also compiled for AVX2 (core/kernels/dispatch.hpp): the same bits.
 TG_ALSO_FOR_AVX2 void add_shares(const Plan& p, const std::vector<std::size_t>& order,
                                  const std::vector<std::size_t>& group, std::size_t lo, std::size_t hi,
                                  const float* g, const std::vector<std::size_t>* argmax, SparseRows& out) {
@@ -201,7 +202,7 @@ TG_ALSO_FOR_AVX2 void add_shares(const Plan& p, const std::vector<std::size_t>& 
 
 // The weight's gradient from d(loss)/d(output) g. argmax (max mode) says, for
 // each output element, which entry it came from. Each row's slot is filled by
-// its own entries alone, so the rows are split across threads (core/parallel.hpp).
+// its own entries alone, so the rows are split across threads (core/kernels/parallel.hpp).
 SparseRows row_grads(const Plan& p, const Array& g, const std::vector<std::size_t>* argmax) {
   if (plain_row_grads) return row_grads_plain(p, g.data(), argmax);
   const std::vector<std::size_t> order = entries_by_row(p);
@@ -211,7 +212,7 @@ SparseRows row_grads(const Plan& p, const Array& g, const std::vector<std::size_
   const std::size_t unique = group.size();
   group.push_back(order.size());
   SparseRows out{std::vector<int64_t>(unique), xt::empty<float>({unique, p.dim}), p.num_rows};
-  parallel_for(unique, grain_for(unique, order.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
+  parallel_for(unique, kernels::grain_for(unique, order.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
     add_shares(p, order, group, lo, hi, g.data(), argmax, out);
   });
   return out;
@@ -355,7 +356,7 @@ Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts
 // The rows jump around a table that can be far larger than the caches, where
 // the hardware prefetcher cannot guess the next one: each row is requested 8
 // entries before it is read, or every read would wait for memory.
-// Also compiled for AVX2 (core/dispatch.hpp): the same bits.
+// Also compiled for AVX2 (core/kernels/dispatch.hpp): the same bits.
 TG_ALSO_FOR_AVX2 void add_bag_rows(const Plan& p, std::size_t begin, std::size_t end, const float* weight,
                                    float* out) {
   constexpr std::size_t ahead = 8;
@@ -369,11 +370,11 @@ TG_ALSO_FOR_AVX2 void add_bag_rows(const Plan& p, std::size_t begin, std::size_t
 }
 
 // Bag b sums entries starts[b] to starts[b + 1] - 1 into its own output row:
-// the bags are split across threads (core/parallel.hpp).
+// the bags are split across threads (core/kernels/parallel.hpp).
 Array bag_sum(const Plan& p, const std::vector<std::size_t>& starts, const Array& weight) {
   const std::size_t bags = starts.size() - 1;
   Array out = xt::zeros<float>({bags, p.dim});
-  parallel_for(bags, grain_for(bags, p.index.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
+  parallel_for(bags, kernels::grain_for(bags, p.index.size() * p.dim), [&](std::size_t lo, std::size_t hi) {
     add_bag_rows(p, starts[lo], starts[hi], weight.data(), out.data());
   });
   return out;

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <typeinfo>
 
-#include "../core/safetensors.hpp"
+#include "../io/safetensors.hpp"
 
 namespace tg::nn {
 

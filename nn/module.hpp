@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-#include "../core/safetensors.hpp"  // StateDict
+#include "../io/safetensors.hpp"  // StateDict
 #include "../core/tensor.hpp"
 
 namespace tg::nn {
@@ -120,7 +120,7 @@ class Module {
   // The check load_state_dict makes, alone: throws as it would, changes nothing.
   void check_state_dict(const tg::StateDict& state, bool strict = true) const;
 
-  // state_dict() to / from a safetensors file (see core/safetensors.hpp).
+  // state_dict() to / from a safetensors file (see io/safetensors.hpp).
   void save(const std::string& path) const;
   void load(const std::string& path);
 

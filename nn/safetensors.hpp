@@ -1,5 +1,5 @@
 // The safetensors names under tg::nn, where they were until they moved to
-// core/safetensors.hpp and the tg namespace (see CHANGELOG.md): programs
+// io/safetensors.hpp and the tg namespace (see CHANGELOG.md): programs
 // written before the move still compile, and each use of an old name warns
 // with the new one. They will be removed in a later release.
 //
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "../core/safetensors.hpp"
+#include "../io/safetensors.hpp"
 
 namespace tg::nn {
 

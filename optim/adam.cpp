@@ -7,9 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../core/read_json.hpp"
+#include "../io/read_json.hpp"
+#include "rows.hpp"
 
-#include "../core/dispatch.hpp"
+#include "../core/kernels/dispatch.hpp"
 
 namespace tg::optim {
 
@@ -42,7 +43,7 @@ template <bool Decoupled, bool Amsgrad>
 }
 
 // The update is bound by its square root and two divisions per element, so
-// the function below is also compiled for AVX2 (core/dispatch.hpp); measured
+// the function below is also compiled for AVX2 (core/kernels/dispatch.hpp); measured
 // 1.5-2x faster on the lazy step. Not FMA: a fused multiply-add rounds once
 // where PyTorch rounds twice, and the results must stay PyTorch's to the bit.
 

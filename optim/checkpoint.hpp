@@ -21,7 +21,7 @@
 // parameters bit for bit, as long as every random draw of the run (shuffling,
 // dropout) comes from the saved generator (tests/test_checkpoint.cpp).
 //
-// The file is safetensors (core/safetensors.hpp), so Python can read it:
+// The file is safetensors (io/safetensors.hpp), so Python can read it:
 //   tensors   "model.<name>"        the model's state_dict()
 //             "optimizer.<name>"    the optimizer's tensors (optim/optimizer.hpp)
 //             "user.<name>"         Checkpoint::tensors
@@ -42,7 +42,7 @@
 #include <string>
 
 #include "../core/factories.hpp"
-#include "../core/safetensors.hpp"
+#include "../io/safetensors.hpp"
 #include "../nn/module.hpp"  // nn::Module, the model a checkpoint saves and loads
 #include "optimizer.hpp"
 #include "scheduler.hpp"

@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../core/read_json.hpp"
+#include "../core/kernels/table_memory.hpp"
+#include "../io/read_json.hpp"
+#include "rows.hpp"
 
 namespace tg::optim {
 
@@ -319,18 +321,18 @@ void Optimizer::check_step() const {
   }
 }
 
-Array Optimizer::zero_state(const Shape& shape) {
+Array zero_state(const Shape& shape) {
   Array a = xt::empty<float>(shape);
   advise_huge_pages(a.data(), a.size());  // before the fill touches the pages
   std::fill(a.begin(), a.end(), 0.0f);
   return a;
 }
 
-std::size_t Optimizer::num_rows(const Shape& shape) {
+std::size_t num_rows(const Shape& shape) {
   return shape.size() >= 2 ? shape[0] : 1;
 }
 
-std::size_t Optimizer::row_size(const Shape& shape) {
+std::size_t row_size(const Shape& shape) {
   std::size_t n = 1;
   for (std::size_t d = shape.size() >= 2 ? 1 : 0; d < shape.size(); ++d) n *= shape[d];
   return n;

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../core/read_json.hpp"
+#include "../io/read_json.hpp"
 
 namespace tg::optim {
 

@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "../core/safetensors.hpp"
+#include "../io/safetensors.hpp"
 #include "optimizer.hpp"
 
 namespace tg::optim {

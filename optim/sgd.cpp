@@ -5,9 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../core/read_json.hpp"
+#include "../io/read_json.hpp"
+#include "rows.hpp"
 
-#include "../core/dispatch.hpp"
+#include "../core/kernels/dispatch.hpp"
 
 namespace tg::optim {
 
@@ -15,7 +16,7 @@ namespace {
 
 // p -= lr * g over one row: the whole update without momentum or weight decay
 // (the embedding's usual case, row after scattered row). Also compiled for AVX2
-// (core/dispatch.hpp), which gives the same bits, two multiplies and subtracts
+// (core/kernels/dispatch.hpp), which gives the same bits, two multiplies and subtracts
 // rounded as written; tests/test_optim.cpp checks them against this formula.
 TG_ALSO_FOR_AVX2 void sgd_row(float* p, const float* g, float lr, std::size_t cols) {
   for (std::size_t c = 0; c < cols; ++c) p[c] -= lr * g[c];

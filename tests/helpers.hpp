@@ -30,8 +30,8 @@
 #include <xtensor/xarray.hpp>
 
 #include <tapegrad/core/grad.hpp>
-#include <tapegrad/core/gradcheck.hpp>
-#include <tapegrad/core/parallel.hpp>
+#include <tapegrad/inspect/gradcheck.hpp>
+#include <tapegrad/core/kernels/parallel.hpp>
 #include <tapegrad/core/tensor.hpp>
 #include <tapegrad/nn/module.hpp>
 #include <tapegrad/optim/adam.hpp>
@@ -360,7 +360,7 @@ inline std::string product_mismatch(const Array& a, const Array& b, const Bound&
 
 namespace tg::test {
 
-// Sets the thread count (core/parallel.hpp) for one test and puts back the one before.
+// Sets the thread count (core/kernels/parallel.hpp) for one test and puts back the one before.
 struct Threads {
   std::size_t before = get_num_threads();
   explicit Threads(std::size_t n) { set_num_threads(n); }

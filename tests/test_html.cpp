@@ -65,7 +65,7 @@ json page_data(const std::string& page) {
 }
 
 // The gradient step k + 1 shows arriving at its op's output: its own, or the
-// total the steps before sent to that tensor (core/debug_html_page.cpp).
+// total the steps before sent to that tensor (inspect/html_page.cpp).
 json arriving(const json& data, std::size_t k) {
   const json& step = data["steps"][k];
   if (step.contains("arriving")) return step["arriving"];

@@ -15,7 +15,7 @@
 
 #include <tapegrad/tapegrad.hpp>
 
-#include "../core/fast_math.hpp"
+#include "../core/kernels/fast_math.hpp"
 #include "../core/kernels/elementwise.hpp"
 #include "../core/kernels/reduce.hpp"
 #include "helpers.hpp"
@@ -178,7 +178,7 @@ TEST_SUITE("core") {
     CHECK(same_bits(tg::kernels::sum_to_shape(x, s), x));  // nothing to sum: the values as they are
   }
 
-  TEST_CASE("core/fast_math.hpp: log and tanh within 2 ulp of the C library, over the whole float range") {
+  TEST_CASE("core/kernels/fast_math.hpp: log and tanh within 2 ulp of the C library, over the whole float range") {
     auto ulps = [](float a, float b) {
       if (a == b) return int64_t{0};  // also -0 == 0
       return std::abs(int64_t{std::bit_cast<int32_t>(a)} - int64_t{std::bit_cast<int32_t>(b)});

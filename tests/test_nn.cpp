@@ -254,7 +254,7 @@ TEST_SUITE("nn") {
     // Backward groups the entries by row (a radix sort once there are 256 or
     // more): check it against the plain loop, entry by entry in input order,
     // for tables that need one, two and three 11-bit digits of row id. The row
-    // loops may run as AVX2 builds (core/dispatch.hpp): dim 37 runs their
+    // loops may run as AVX2 builds (core/kernels/dispatch.hpp): dim 37 runs their
     // vector body and their tail, and neither may change a bit.
     tg::Generator gen(11);
     for (const std::size_t vocab : {std::size_t{1500}, std::size_t{3000}, std::size_t{1} << 23}) {

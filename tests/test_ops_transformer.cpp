@@ -12,7 +12,7 @@
 
 #include <tapegrad/tapegrad.hpp>
 
-#include "../core/fast_math.hpp"
+#include "../core/kernels/fast_math.hpp"
 #include "helpers.hpp"
 
 using tg::Array;
@@ -241,7 +241,7 @@ TEST_SUITE("core.transformer_ops") {
     CHECK(worst_tanh < 3e-6);
   }
 
-  TEST_CASE("core/fast_math.hpp: exp within 2 ulp of std::exp, erf and tanh within 6e-7 and 2e-7") {
+  TEST_CASE("core/kernels/fast_math.hpp: exp within 2 ulp of std::exp, erf and tanh within 6e-7 and 2e-7") {
     using tg::detail::erf_fast, tg::detail::exp_fast, tg::detail::tanh_fast;
     auto ulps = [](float a, float b) {
       return std::abs(std::bit_cast<int32_t>(a) - std::bit_cast<int32_t>(b));

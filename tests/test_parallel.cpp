@@ -1,4 +1,4 @@
-// Threads inside tapegrad's loops (core/parallel.hpp): the loop helper itself,
+// Threads inside tapegrad's loops (core/kernels/parallel.hpp): the loop helper itself,
 // and the promise that a result has the same bits whatever the thread count.
 // Part of the `threads` suite, which CI also runs under ThreadSanitizer.
 #include <doctest/doctest.h>

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "../dispatch.hpp"
-#include "../fast_math.hpp"
+#include "dispatch.hpp"
+#include "fast_math.hpp"
 
 namespace tg::kernels {
 
@@ -46,7 +46,7 @@ TG_ALSO_FOR_AVX2 void sigmoid_run(const float* x, float* y, std::size_t n) {
 }
 
 // gelu, one element at a time, in the formulas of PyTorch's CPU kernel. erf and
-// tanh come from core/fast_math.hpp: std::erf is a library call per element,
+// tanh come from core/kernels/fast_math.hpp: std::erf is a library call per element,
 // and a GPT's MLP runs gelu over 4 * C values per position.
 constexpr float sqrt1_2 = 0.70710678118654752f;         // 1 / sqrt(2)
 constexpr float inv_sqrt_2pi = 0.39894228040143268f;    // 1 / sqrt(2 pi)

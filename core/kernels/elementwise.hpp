@@ -12,7 +12,7 @@
 // is never zero-filled first: every element is written.
 //
 // exp, log, tanh and sigmoid, which a loop cannot vectorize as library calls,
-// have kernels of their own in plain arithmetic (core/fast_math.hpp).
+// have kernels of their own in plain arithmetic (core/kernels/fast_math.hpp).
 #pragma once
 
 #include <cstddef>
@@ -98,7 +98,7 @@ Array map(const char* op, const Array& x, const Array& y, const Array& z, F f) {
 Array expand(const char* op, const Array& x, const Shape& shape);
 
 // exp, log, tanh and sigmoid of every element, in plain arithmetic that
-// vectorizes (core/fast_math.hpp: within 2 ulp of the C library; inf, NaN and
+// vectorizes (core/kernels/fast_math.hpp: within 2 ulp of the C library; inf, NaN and
 // the edges as PyTorch gives them).
 Array exp(const Array& x);
 Array log(const Array& x);

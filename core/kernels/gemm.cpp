@@ -8,7 +8,8 @@
 #include <xtensor/xtensor.hpp>
 #include <xtensor/xview.hpp>
 
-#include "../parallel.hpp"
+#include "loop.hpp"
+#include "parallel.hpp"
 
 namespace tg::kernels {
 
@@ -16,7 +17,7 @@ namespace tg::kernels {
 // xtensor-blas's gemm: the operands are views of the buffers (no copies) and a
 // transpose is a flag to BLAS, never a transposed copy. C's rows are
 // independent: a large product is split by rows across threads
-// (core/parallel.hpp), one single-threaded BLAS call per block. The same
+// (core/kernels/parallel.hpp), one single-threaded BLAS call per block. The same
 // thread count gives the same blocks and so the same bits; across counts a
 // row may round differently at a block's edge, within the bound of any
 // summation order (tests/test_parallel.cpp).

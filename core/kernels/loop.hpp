@@ -11,7 +11,7 @@
 // each input's stride is 1 or 0 (proved in plan()), so it compiles to plain
 // SIMD code over contiguous values or one value held in a register.
 //
-// Large outputs are split across the thread pool (core/parallel.hpp) by ranges
+// Large outputs are split across the thread pool (core/kernels/parallel.hpp) by ranges
 // of output elements; every element is computed by the same instructions
 // whatever range holds it, so the result has the same bits on any thread count.
 #pragma once
@@ -22,9 +22,18 @@
 #include <vector>
 
 #include "../array.hpp"
-#include "../parallel.hpp"
+#include "parallel.hpp"
 
 namespace tg::kernels {
+
+// The chunk length (the grain) for a parallel_for over `items` pieces that do
+// `work` multiply-adds in all: enough pieces that a chunk does about
+// `chunk_work` of them (16k unless said), so that a chunk outweighs waking a
+// thread. At least 1.
+inline std::size_t grain_for(std::size_t items, std::size_t work,
+                             std::size_t chunk_work = std::size_t{1} << 14) {
+  return std::max<std::size_t>(1, items * chunk_work / std::max<std::size_t>(work, 1));
+}
 
 // Elements per chunk below which a loop is not worth splitting across threads:
 // waking a worker costs about as much as moving 32k floats through the cache.

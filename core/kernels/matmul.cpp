@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "../parallel.hpp"
-#include "../table_memory.hpp"
+#include "parallel.hpp"
+#include "table_memory.hpp"
 #include "loop.hpp"
 
 namespace tg::kernels {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "../dispatch.hpp"
-#include "../parallel.hpp"
+#include "dispatch.hpp"
+#include "parallel.hpp"
 #include "loop.hpp"
 
 namespace tg::kernels {

@@ -24,7 +24,7 @@ namespace tg::kernels {
 // the i-th addend as a double; it is inlined, so that a loop like
 //   lane_sum(n, [&](std::size_t i) { return double(x[i]) * y[i]; })
 // compiles to SIMD code. Inlined into its caller too, so that a caller
-// compiled for AVX2 (core/dispatch.hpp) gets it in AVX2; the bits are the same.
+// compiled for AVX2 (core/kernels/dispatch.hpp) gets it in AVX2; the bits are the same.
 template <class Term>
 [[gnu::always_inline]] inline double lane_sum(std::size_t n, Term term) {
   double lane[16] = {};

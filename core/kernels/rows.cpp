@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "../dispatch.hpp"
-#include "../fast_math.hpp"
-#include "../parallel.hpp"
+#include "dispatch.hpp"
+#include "fast_math.hpp"
+#include "parallel.hpp"
 #include "loop.hpp"
 #include "reduce.hpp"
 

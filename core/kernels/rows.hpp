@@ -1,6 +1,6 @@
 // Kernels that work a row at a time: softmax and log_softmax along any dim,
 // and layer_norm over the last n values. Each row is computed by one function
-// compiled for SSE2, AVX2 and AVX-512 (core/dispatch.hpp), with its sums in
+// compiled for SSE2, AVX2 and AVX-512 (core/kernels/dispatch.hpp), with its sums in
 // double (core/kernels/reduce.hpp); rows are split across threads when there
 // are many, with the same bits on any thread count.
 #pragma once

@@ -27,34 +27,6 @@ static std::string tensor_str(const Tensor& t) {
   return s + shape_str(t.shape()) + (t.requires_grad() ? "*" : "");
 }
 
-Tape& Tape::current() {
-  static thread_local Tape tape;
-  return tape;
-}
-
-void Tape::append(const std::shared_ptr<Node>& node) {
-  slots_.push_back(node);
-  // Amortised clean-up: the list never holds more than about twice its live
-  // entries, however many forward passes run without a backward().
-  if (slots_.size() >= prune_at_) prune();
-}
-
-void Tape::prune() {
-  std::erase_if(slots_, [](const std::weak_ptr<Node>& s) {
-    auto n = s.lock();
-    return !n || n->released;
-  });
-  prune_at_ = std::max<std::size_t>(64, 2 * slots_.size());
-}
-
-std::vector<std::shared_ptr<Node>> Tape::live_entries() {
-  prune();
-  std::vector<std::shared_ptr<Node>> out;
-  for (const auto& s : slots_)
-    if (auto n = s.lock()) out.push_back(std::move(n));
-  return out;
-}
-
 std::string describe(const Node& node) {
   std::ostringstream s;
   s << '[' << node.index << "] " << node.op << '(';
@@ -73,6 +45,10 @@ void print_tape() {
 }
 
 // ---------------------------------------------------------------- modes
+//
+// Each mode is a flag of this thread's. While any is on, this thread's step
+// hook (core/tape.hpp) is the inspector below, which reads them; with none on
+// there is no hook, and the engine pays one test per op.
 
 static std::ostream* env_trace() {  // TAPEGRAD_TRACE=1 traces to stderr
   const char* v = std::getenv("TAPEGRAD_TRACE");
@@ -83,26 +59,61 @@ static thread_local bool anomaly = false;
 static thread_local bool retain_all = false;
 static thread_local debug::StepObserver observer;  // empty: none
 
+namespace {
+
+class Inspector final : public StepHook {
+ public:
+  void forward(const std::string& op, const Array& value, std::size_t index, bool recorded) override {
+    if (anomaly) debug::check_forward(op, value, index, recorded);
+  }
+  void backward(const Node& node, const Array& grad_output, const Grads& grads) override {
+    debug::on_step(node, grad_output, grads);
+  }
+  bool retains_all_grads() const override { return retain_all; }
+};
+
+Inspector inspector;
+
+// TAPEGRAD_TRACE traces every thread from its start: the inspector is the
+// hook each new thread begins with.
+const bool traced_from_the_start = [] {
+  if (env_trace()) set_default_step_hook(&inspector);
+  return true;
+}();
+
+// This thread's hook: the inspector while some mode is on.
+void attach_if_needed() {
+  step_hook() = trace_to || anomaly || retain_all || observer ? &inspector : nullptr;
+}
+
+}  // namespace
+
 TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) {
   trace_to = &os;
+  attach_if_needed();
 }
 TraceBackwardGuard::TraceBackwardGuard() : TraceBackwardGuard(std::cout) {}
 TraceBackwardGuard::~TraceBackwardGuard() {
   trace_to = previous_;
+  attach_if_needed();
 }
 
 RetainAllGradsGuard::RetainAllGradsGuard() : previous_(retain_all) {
   retain_all = true;
+  attach_if_needed();
 }
 RetainAllGradsGuard::~RetainAllGradsGuard() {
   retain_all = previous_;
+  attach_if_needed();
 }
 
 DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly) {
   anomaly = true;
+  attach_if_needed();
 }
 DetectAnomalyGuard::~DetectAnomalyGuard() {
   anomaly = previous_;
+  attach_if_needed();
 }
 
 namespace debug {
@@ -113,13 +124,13 @@ bool anomaly_enabled() {
 bool retain_all_grads() {
   return retain_all;
 }
-bool on_step_wanted() {
-  return anomaly || observer || trace_to;
-}
 
-StepObserverGuard::StepObserverGuard(StepObserver o) : previous_(std::exchange(observer, std::move(o))) {}
+StepObserverGuard::StepObserverGuard(StepObserver o) : previous_(std::exchange(observer, std::move(o))) {
+  attach_if_needed();
+}
 StepObserverGuard::~StepObserverGuard() {
   observer = std::move(previous_);
+  attach_if_needed();
 }
 
 static bool finite(const float* p, std::size_t n) {

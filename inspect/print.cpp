@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "tape.hpp"
-#include "tensor.hpp"
+#include "../core/tape.hpp"
+#include "../core/tensor.hpp"
 
 namespace tg {
 namespace {

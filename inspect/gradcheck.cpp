@@ -4,7 +4,7 @@
 #include <limits>
 #include <sstream>
 
-#include "tape.hpp"
+#include "../core/tape.hpp"
 
 namespace tg {
 

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "read_json.hpp"
-#include "utf8.hpp"
+#include "../core/utf8.hpp"
 
 namespace tg {
 

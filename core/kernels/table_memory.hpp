@@ -1,6 +1,6 @@
 // Memory hints for large tables read and written at scattered rows: embedding
 // weights (nn/embedding.cpp), their optimizer state (optim/optimizer.*), and
-// linear's weight gradient (core/ops.cpp). They change speed only, never
+// linear's weight gradient (core/kernels/matmul.cpp). They change speed only, never
 // results; a learner can skip this file.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The page write_html() fills in (core/debug_html.cpp): @TITLE@, @SVG@ (the
+// The page write_html() fills in (inspect/html.cpp): @TITLE@, @SVG@ (the
 // graph, laid out by dot) and @DATA@ (the recorded pass, as JSON). Plain
 // HTML, CSS and a short script, nothing fetched: it opens from disk.
 //

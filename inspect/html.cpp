@@ -1,9 +1,9 @@
-// write_html() (core/debug.hpp): one backward pass as a page to step through.
+// write_html() (inspect/debug.hpp): one backward pass as a page to step through.
 //
 // The page is one file made of three parts: the graph, laid out by Graphviz
 // (`dot -Tsvg`, run here); the pass as JSON (every tensor of the graph, and for
 // each step the gradient that reached the op, and each input's share and
-// running total); and the page itself (core/debug_html_page.cpp: CSS and a
+// running total); and the page itself (inspect/html_page.cpp: CSS and a
 // script that replays the steps up to the one shown). The pass is recorded
 // through debug::StepObserverGuard, i.e. from the engine's own backward().
 #include <fcntl.h>
@@ -31,14 +31,14 @@
 #include <nlohmann/json.hpp>
 
 #include "debug.hpp"
-#include "utf8.hpp"
+#include "../core/utf8.hpp"
 
 extern char** environ;  // posix_spawnp passes it on
 
 namespace tg {
 
 namespace debug {
-extern const char html_page[];  // core/debug_html_page.cpp
+extern const char html_page[];  // inspect/html_page.cpp
 }
 
 namespace {

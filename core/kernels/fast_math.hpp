@@ -6,7 +6,7 @@
 // The elementwise kernels (core/kernels/elementwise.cpp), GELU and the softmax
 // rows run these instead: only multiplies, adds, one division, comparisons
 // and bit operations, no branches, so every x86-64 CPU computes the same bits.
-// Put them inside a function marked TG_ALSO_FOR_AVX2 (core/dispatch.hpp) to
+// Put them inside a function marked TG_ALSO_FOR_AVX2 (core/kernels/dispatch.hpp) to
 // get AVX2 code too. GCC turns their comparisons into SIMD selects only under
 // -fno-trapping-math (meson.build), which tells it that nothing reads the
 // floating-point exception flags.
