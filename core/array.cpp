@@ -1,3 +1,4 @@
+// Shapes as text, broadcasting, checked sizes and allocations, and the allocator settings.
 #include "array.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// CsrBatch: a batch of id lists in compressed sparse rows, checked.
 #include "csr_batch.hpp"
 
 #include <stdexcept>

@@ -1,3 +1,4 @@
+// Tensors made from nothing: zeros, ones, full, arange, rand, randn, and the Generator.
 #include "factories.hpp"
 
 #include <algorithm>

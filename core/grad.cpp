@@ -1,3 +1,4 @@
+// The gradient slot: empty, a dense array or SparseRows, and how shares add up.
 #include "grad.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SparseRows: a gradient that lists the rows it touches; checks, merging, densifying.
 #include "sparse_rows.hpp"
 
 #include <algorithm>

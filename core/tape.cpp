@@ -1,3 +1,4 @@
+// The engine: record() puts an op on the tape, run_backward() walks it back.
 #include "tape.hpp"
 
 #include <algorithm>

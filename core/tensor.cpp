@@ -1,3 +1,4 @@
+// Tensor, the handle: values, the gradient slot, backward() and tg::grad(), grad mode.
 #include "tensor.hpp"
 
 #include <stdexcept>

@@ -1,3 +1,4 @@
+// Batches: id lists to CSR batches and multi-hot rows, and the batch sampler.
 #include "batch.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// read_csv: numeric CSV files into features and labels, every error naming file and line.
 #include "csv.hpp"
 
 #include <algorithm>

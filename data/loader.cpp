@@ -1,3 +1,4 @@
+// DataLoader-style iteration over a dataset in shuffled batches.
 #include "loader.hpp"
 
 #include <algorithm>

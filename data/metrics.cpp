@@ -1,3 +1,4 @@
+// accuracy and the confusion counts of a classifier's logits.
 #include "metrics.hpp"
 
 #include <cmath>

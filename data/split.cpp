@@ -1,3 +1,4 @@
+// train_test_split and k-fold splits, seeded.
 #include "split.hpp"
 
 #include <algorithm>

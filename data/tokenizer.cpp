@@ -1,3 +1,4 @@
+// The tokenizer: UTF-8 text into lower-cased word tokens.
 #include "tokenizer.hpp"
 
 #include "../core/utf8.hpp"

@@ -1,3 +1,4 @@
+// read_tsv: label<TAB>text files, every error naming file and line.
 #include "tsv.hpp"
 
 #include "file_error.hpp"

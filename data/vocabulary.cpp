@@ -1,3 +1,4 @@
+// Vocabulary: tokens to ids with min-df and a cap, saved and loaded.
 #include "vocabulary.hpp"
 
 #include "file_error.hpp"

@@ -1,3 +1,4 @@
+// The inspector: tape listing, traces, anomaly mode and Graphviz, attached through the engine's step hook.
 #include "debug.hpp"
 
 #include <algorithm>

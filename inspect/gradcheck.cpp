@@ -1,3 +1,4 @@
+// gradcheck: backward() against central finite differences.
 #include "gradcheck.hpp"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// Reading and writing safetensors files, checked before anything is read.
 #include "safetensors.hpp"
 
 #include <unistd.h>  // getpid

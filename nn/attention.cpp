@@ -1,3 +1,4 @@
+// Causal self-attention and the transformer block.
 #include "attention.hpp"
 
 #include <cmath>

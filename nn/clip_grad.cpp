@@ -1,3 +1,4 @@
+// clip_grad_norm_ over dense and sparse gradients.
 #include "clip_grad.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// data_parallel: one training step split by rows across the thread pool.
 #include "data_parallel.hpp"
 
 #include <algorithm>

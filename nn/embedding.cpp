@@ -1,3 +1,4 @@
+// Embedding and EmbeddingBag: lookups whose gradients are SparseRows.
 #include "embedding.hpp"
 
 #include <algorithm>

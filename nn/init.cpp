@@ -1,3 +1,4 @@
+// Initialisers: uniform, normal, Kaiming and Xavier, as PyTorch's.
 #include "init.hpp"
 
 #include <cmath>

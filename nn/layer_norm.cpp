@@ -1,3 +1,4 @@
+// The LayerNorm module.
 #include "layer_norm.hpp"
 
 #include <stdexcept>

@@ -1,3 +1,4 @@
+// The layers without weights: activations, Dropout, Flatten.
 #include "layers.hpp"
 
 #include <stdexcept>

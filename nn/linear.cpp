@@ -1,3 +1,4 @@
+// The Linear module, with PyTorch's initialisation.
 #include "linear.hpp"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// Module: parameters, submodules, state dicts, train/eval, clone.
 #include "module.hpp"
 
 #include <cxxabi.h>

@@ -1,3 +1,4 @@
+// Sequential: modules run one after the other.
 #include "sequential.hpp"
 
 #include <map>

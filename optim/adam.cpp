@@ -1,3 +1,4 @@
+// Adam and AdamW over dense and row-sparse gradients (lazy for sparse rows).
 #include "adam.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Checkpoints: model, optimizer, scheduler and generator in one safetensors file.
 #include "checkpoint.hpp"
 
 #include <functional>

@@ -1,3 +1,4 @@
+// The optimizer base: parameter groups, checks before a step, state dicts.
 #include "optimizer.hpp"
 
 #include <algorithm>

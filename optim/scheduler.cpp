@@ -1,3 +1,4 @@
+// Learning-rate schedulers.
 #include "scheduler.hpp"
 
 #include <charconv>

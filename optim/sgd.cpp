@@ -1,3 +1,4 @@
+// SGD with momentum, Nesterov and weight decay, over dense and row-sparse gradients.
 #include "sgd.hpp"
 
 #include <stdexcept>

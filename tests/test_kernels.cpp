@@ -243,4 +243,23 @@ TEST_SUITE("core") {
       CHECK(same);
     }
   }
+
+  TEST_CASE("batched matmul with empty matrices: zeros forward, empty gradients, no reads out of range") {
+    struct Case {
+      Shape a, b, out;
+    };
+    for (const Case& c : {Case{{3, 3, 0, 0}, {3, 3, 0, 0}, {3, 3, 0, 0}}, Case{{3, 1, 2, 0}, {3, 3, 0, 4}, {3, 3, 2, 4}},
+                          Case{{2, 3, 0}, {2, 0, 4}, {2, 3, 4}}, Case{{0, 2, 3}, {3, 4}, {0, 2, 4}}}) {
+      CAPTURE(tg::shape_str(c.a));
+      CAPTURE(tg::shape_str(c.b));
+      Tensor a(values(c.a, 10), true), b(values(c.b, 11), true);
+      Tensor y = tg::matmul(a, b);
+      REQUIRE(y.shape() == c.out);
+      for (float v : y.to_vector()) CHECK(v == 0.0f);  // a sum of no products
+      tg::sum(y).backward();
+      CHECK(a.grad_dense().shape() == a.value().shape());
+      CHECK(b.grad_dense().shape() == b.value().shape());
+      for (float v : a.grad_dense()) CHECK(v == 0.0f);
+    }
+  }
 }

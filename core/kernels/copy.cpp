@@ -1,3 +1,4 @@
+// Kernels that move values: permute (tiled), gather and its scatter-add.
 #include "copy.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// expand, and exp/log/tanh/sigmoid/gelu over contiguous values, compiled for SSE2, AVX2 and AVX-512.
 #include "elementwise.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// gemm(): the one call into BLAS, split by rows of the result across the thread pool.
 #include "gemm.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// matmul, matmul_nt and matmul_tn: batched, broadcasting products over gemm().
 #include "matmul.hpp"
 
 #include <algorithm>
@@ -65,7 +66,7 @@ std::size_t rows_of(const Shape& s) {
 template <class Product>
 Array sum_of_products(const char* op, const Shape& shape, std::size_t size,
                       const std::vector<std::size_t>& read_by, std::size_t work, Product product) {
-  const std::size_t count = elements(shape) / std::max<std::size_t>(size, 1);
+  const std::size_t count = elements(batch_dims(shape));  // matrices in the gradient (size may be 0)
   std::vector<std::vector<std::size_t>> readers(count);
   for (std::size_t i = 0; i < read_by.size(); ++i) readers[read_by[i]].push_back(i);
   Array out = empty_array(op, shape);

@@ -1,3 +1,4 @@
+// The thread pool behind parallel_for and set_num_threads.
 #include "parallel.hpp"
 
 #include <cblas.h>  // openblas_set_num_threads

@@ -1,3 +1,4 @@
+// Sums in double: whole arrays in fixed blocks, along dims, and back to a broadcast input's shape.
 #include "reduce.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Row kernels: softmax and log_softmax along any dim, layer_norm over the last values.
 #include "rows.hpp"
 
 #include <cmath>

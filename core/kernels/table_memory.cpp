@@ -1,3 +1,4 @@
+// advise_huge_pages: 2 MB pages for large tables (Linux), a hint only.
 #include "table_memory.hpp"
 
 #include <cstdint>

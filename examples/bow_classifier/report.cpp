@@ -1,3 +1,4 @@
+// The bag-of-words example's tables and plot.
 #include "report.hpp"
 
 #include <unistd.h>
