@@ -6,12 +6,14 @@
 #pragma once
 
 #include "core/array.hpp"
+#include "core/conv.hpp"
 #include "core/csr_batch.hpp"
 #include "core/debug.hpp"
 #include "core/factories.hpp"
 #include "core/grad.hpp"
 #include "core/gradcheck.hpp"
 #include "core/ops.hpp"
+#include "core/ops_nn.hpp"
 #include "core/parallel.hpp"
 #include "core/safetensors.hpp"
 #include "core/sparse_rows.hpp"
