@@ -212,6 +212,7 @@ def module_case(model, x, train=False):
     """The module in train or eval mode on x: state before, output, gradients of
     sum(out * w) for the parameters (by name) and the input, state after."""
     model.train(train)
+    model.zero_grad()
     x = x.clone().requires_grad_(True)
     c = {"state_dict": state(model), "input": arr(x), "train": train}
     out = model(x)
