@@ -104,12 +104,12 @@ Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
   const float* a = x.value().data();
   for (std::size_t o = 0; o < outer; ++o)
     for (std::size_t i = 0; i < inner; ++i) {
-      const float* col = a + o * n * inner + i;  // element j at col[j * inner]
+      auto at = [&](std::size_t j) { return a[(o * n + j) * inner + i]; };  // element j of this column
       float m = -std::numeric_limits<float>::infinity();
-      for (std::size_t j = 0; j < n; ++j) m = std::isnan(col[j * inner]) || col[j * inner] > m ? col[j * inner] : m;
-      if (std::isinf(m)) m = 0.0f;  // all -inf, or an inf: shifting by it would give inf - inf
+      for (std::size_t j = 0; j < n; ++j) m = std::isnan(at(j)) || at(j) > m ? at(j) : m;
+      if (std::isinf(m)) m = 0.0f;  // all -inf (or none), or an inf: shifting by it would give inf - inf
       double sum = 0;
-      for (std::size_t j = 0; j < n; ++j) sum += std::exp(col[j * inner] - m);
+      for (std::size_t j = 0; j < n; ++j) sum += std::exp(at(j) - m);
       y.data()[o * inner + i] = static_cast<float>(std::log(sum) + m);
     }
   return record("logsumexp", std::move(y), {x}, [outer, n, inner](const Array& g, const Node& node, Grads& d) {
