@@ -303,6 +303,7 @@ TEST_SUITE("core.nn_ops") {
     CHECK(y.value()(1) == -inf);
     CHECK(y.value()(2) == inf);
     CHECK(tg::logsumexp(tg::zeros({2, 0}), 1).to_vector() == std::vector<float>{-inf, -inf});
+    CHECK(tg::logsumexp(tg::zeros({0, 2}), 0).to_vector() == std::vector<float>{-inf, -inf});  // (found by the fuzzer)
     CHECK(message_of([] { tg::logsumexp(tg::zeros({2, 3}), 2); }) ==
           "logsumexp: dim 2 out of range for shape [2, 3] (2 dims)");
   }
