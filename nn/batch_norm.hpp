@@ -22,8 +22,8 @@
 //
 // forward() in training mode writes the running statistics: it must not run on
 // two threads of one model at once, except inside nn::data_parallel, whose
-// shards' updates take turns (each shard's statistics are its own rows', as in
-// PyTorch's DataParallel).
+// shards' updates take turns under a lock (each shard normalises with its own
+// rows' statistics, as in PyTorch's DataParallel, and counts as a batch).
 #pragma once
 
 #include <cstddef>
