@@ -382,15 +382,17 @@ Tensor max_pool(const char* op, const Tensor& x, const Layout& lay, const Window
                 });
 }
 
+// What the sum over the window rows x cols is divided by.
+double divisor_of(const Span& rows, const Span& cols, std::optional<int64_t> divisor) {
+  return divisor ? static_cast<double>(*divisor) : static_cast<double>(rows.count) * static_cast<double>(cols.count);
+}
+
 // The sum over each window (in double) divided by rows[y].count * cols[x].count,
 // or by divisor when given; the gradient spreads each output's share evenly
 // over its window.
 Tensor box_average(const char* op, const Tensor& x, const Layout& lay, std::vector<Span> rows,
                    std::vector<Span> cols, std::optional<int64_t> divisor) {
   const std::size_t planes = lay.n * lay.c, plane = lay.h * lay.w, oh = rows.size(), ow = cols.size();
-  auto divisor_at = [&rows, &cols, divisor](std::size_t y, std::size_t xo) {
-    return divisor ? static_cast<double>(*divisor) : static_cast<double>(rows[y].count * cols[xo].count);
-  };
   Array out = empty_array(op, shape_for(lay, lay.c, oh, ow));
   const float* X = x.value().data();
   for (std::size_t pl = 0, at = 0; pl < planes; ++pl)
@@ -399,7 +401,7 @@ Tensor box_average(const char* op, const Tensor& x, const Layout& lay, std::vect
         double sum = 0;
         for (std::size_t i = rows[y].first; i < rows[y].end; ++i)
           for (std::size_t j = cols[xo].first; j < cols[xo].end; ++j) sum += X[pl * plane + i * lay.w + j];
-        out.data()[at] = static_cast<float>(sum / divisor_at(y, xo));
+        out.data()[at] = static_cast<float>(sum / divisor_of(rows[y], cols[xo], divisor));
       }
   return record(op, std::move(out), {x},
                 [rows = std::move(rows), cols = std::move(cols), divisor, planes, plane, w = lay.w](
@@ -408,9 +410,7 @@ Tensor box_average(const char* op, const Tensor& x, const Layout& lay, std::vect
                   for (std::size_t pl = 0, at = 0; pl < planes; ++pl)
                     for (std::size_t y = 0; y < rows.size(); ++y)
                       for (std::size_t xo = 0; xo < cols.size(); ++xo, ++at) {
-                        const double div = divisor ? static_cast<double>(*divisor)
-                                                   : static_cast<double>(rows[y].count * cols[xo].count);
-                        const auto share = static_cast<float>(gy.data()[at] / div);
+                        const auto share = static_cast<float>(gy.data()[at] / divisor_of(rows[y], cols[xo], divisor));
                         for (std::size_t i = rows[y].first; i < rows[y].end; ++i)
                           for (std::size_t j = cols[xo].first; j < cols[xo].end; ++j)
                             gx.data()[pl * plane + i * w + j] += share;
