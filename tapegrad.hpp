@@ -42,6 +42,7 @@
 #include "nn/loss.hpp"
 #include "nn/module.hpp"
 #include "nn/rnn.hpp"
+#include "nn/safetensors.hpp"  // deprecated tg::nn:: names of core/safetensors.hpp's
 #include "nn/sequential.hpp"
 #include "optim/adam.hpp"
 #include "optim/checkpoint.hpp"

@@ -2,14 +2,16 @@
 // and the two checks every allocation goes through.
 #pragma once
 
-#include <cstddef>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -50,6 +52,11 @@ Shape shape_of(const A& a) {  // an xtensor array's shape as a Shape
   return Shape(a.shape().begin(), a.shape().end());
 }
 
+// Shape of a op b under broadcasting (NumPy's and PyTorch's rule: shapes are
+// aligned from the right, and a dim of 1 or a missing one stretches); throws
+// std::invalid_argument naming `op` when they do not broadcast.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+
 // Position i along a dim of n, negative counting from the end (as PyTorch
 // indexes); throws std::out_of_range naming `what` unless -n <= i < n.
 std::size_t wrap_index(const char* what, int64_t i, std::size_t n);
@@ -73,5 +80,34 @@ class OutOfMemory : public std::bad_alloc {
 // An uninitialised float array of `shape` for `op`: the size is checked first,
 // and a failed allocation throws OutOfMemory.
 Array empty_array(const char* op, const Shape& shape);
+// An uninitialised array of x's shape (no size check needed: x has it).
+Array empty_like(const char* op, const Array& x);
+
+// What `std::cout << a` prints for an Array or Indices (core/print.cpp): PyTorch's
+// repr plus the shape, as a Tensor prints, tensor([3.0000, -0.5000], shape=[2]).
+std::ostream& print_values(std::ostream& os, const Array& a);
+std::ostream& print_values(std::ostream& os, const Indices& a);
 
 }  // namespace tg
+
+// std::cout << t.grad_dense(), << ids, << t.value() * 2: an xtensor array or
+// expression of floating-point values prints as an Array (float32), one of
+// integers as Indices. (Without this, an Array would convert to Indices and
+// print truncated to integers.) Arrays of bool do not print: compare with
+// tg::Array masks instead. These live in xtensor's namespace, where
+// `std::cout << a` finds them from any namespace; they take precedence over
+// <xtensor/xio.hpp>'s printer.
+namespace xt {
+template <class E>
+  requires(is_xexpression<E>::value &&
+           (std::is_floating_point_v<typename E::value_type> ||
+            (std::is_integral_v<typename E::value_type> && !std::is_same_v<typename E::value_type, bool>)))
+std::ostream& operator<<(std::ostream& os, const E& e) {
+  if constexpr (std::is_same_v<E, tg::Array> || std::is_same_v<E, tg::Indices>)
+    return tg::print_values(os, e);
+  else if constexpr (std::is_floating_point_v<typename E::value_type>)
+    return tg::print_values(os, tg::Array(e));  // evaluated, as float32
+  else
+    return tg::print_values(os, tg::Indices(e));
+}
+}  // namespace xt

@@ -113,6 +113,9 @@ bool anomaly_enabled() {
 bool retain_all_grads() {
   return retain_all;
 }
+bool on_step_wanted() {
+  return anomaly || observer || trace_to;
+}
 
 StepObserverGuard::StepObserverGuard(StepObserver o) : previous_(std::exchange(observer, std::move(o))) {}
 StepObserverGuard::~StepObserverGuard() {

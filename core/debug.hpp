@@ -131,7 +131,10 @@ bool anomaly_enabled();
 bool retain_all_grads();
 void check_forward(const std::string& op, const Array& value, std::size_t index, bool recorded);
 // After each backward step: checks its gradients in anomaly mode, passes it
-// to the step observer if one is set, and traces it.
+// to the step observer if one is set, and traces it. on_step_wanted() says
+// whether any of the three is on (the engine keeps the arriving gradient for
+// it only then).
+bool on_step_wanted();
 void on_step(const Node& node, const Array& grad_output, const Grads& grads);
 
 // `s` as the inside of a double-quoted Graphviz string: " and \ escaped, a

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "debug.hpp"
+#include "utf8.hpp"
 
 extern char** environ;  // posix_spawnp passes it on
 
@@ -151,6 +152,20 @@ Graph gather(const Tensor& loss) {
           "or pass retain_graph = true to that backward()");
     for (const Node::Input& in : n->inputs)
       if (g.ids.emplace(in.tensor.impl().get(), g.tensors.size()).second) g.tensors.push_back(in.tensor);
+  }
+  // The page is UTF-8 text: a name that is not would stop the JSON writer.
+  for (const Tensor& t : g.tensors) {
+    const bool leaf = !t.creator();
+    const std::string& name = leaf ? t.name() : t.creator()->op;
+    const std::string bad = detail::invalid_utf8_at(name);
+    if (bad.empty()) continue;
+    throw std::invalid_argument("write_html: the name of " +
+                                (leaf ? "a tensor in the graph, '" + detail::escape_invalid_utf8(name) +
+                                            "' (a leaf of shape " + shape_str(t.shape()) + "),"
+                                      : "op '" + detail::escape_invalid_utf8(name) + "' (tape entry " +
+                                            std::to_string(t.creator()->index) + ")") +
+                                " is not UTF-8 (" + bad + "); a page holds UTF-8 text: give it a UTF-8 name" +
+                                (leaf ? " with set_name()" : ""));
   }
   if (g.ops > html_max_ops)
     throw std::invalid_argument(

@@ -12,7 +12,18 @@ Generator::Generator(uint64_t seed) : state_(std::make_shared<State>()) {
 }
 
 void Generator::seed(uint64_t seed) {
-  draw([seed](std::mt19937& engine) { engine.seed(static_cast<result_type>(seed)); });
+  set_engine(std::mt19937(static_cast<result_type>(seed)));
+}
+
+void Generator::set_engine(const std::mt19937& engine) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->engine = engine;
+  }
+  // In a shard, a generator made before it draws from the shard: from now on from
+  // an engine of its own there, seeded the same (detail::ShardStream).
+  if (detail::ShardStream* shard = detail::ShardStream::current; shard && state_->made_in != shard->id)
+    shard->seeded[state_.get()] = engine;
 }
 
 Generator Generator::clone() const {
@@ -39,7 +50,7 @@ void Generator::set_state(const std::string& text) {
   // another library's layout) is refused.
   if (in.fail() || back.str() != text)
     throw std::invalid_argument("Generator::set_state: not a state that std::mt19937 wrote");
-  draw([&](std::mt19937& e) { e = engine; });
+  set_engine(engine);
 }
 
 Generator& default_generator() {

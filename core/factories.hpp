@@ -2,7 +2,9 @@
 // random factories and module initialisers draw from.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -15,17 +17,25 @@
 namespace tg {
 
 namespace detail {
-// While a ShardStream lives on a thread, every Generator's draws on that thread
-// come from the ShardStream's own engine instead: nn::data_parallel gives each
-// shard one, seeded in shard order, so dropout masks repeat exactly run to run.
+// While a ShardStream lives on a thread (nn::data_parallel gives each shard
+// one, seeded in shard order), the draws there of every Generator made before
+// it come from the ShardStream instead, so that dropout masks repeat exactly
+// run to run, whichever thread runs the shard: from its one engine, or, for a
+// generator seeded on this thread since (manual_seed inside forward), from an
+// engine of the generator's own in this shard, seeded with that seed. A
+// Generator made while the ShardStream lives draws from its own state, as
+// anywhere else.
 struct ShardStream {
-  explicit ShardStream(uint32_t seed) : engine(seed), before(current) { current = &engine; }
+  explicit ShardStream(uint32_t seed) : engine(seed), id(++last_id), before(current) { current = this; }
   ~ShardStream() { current = before; }
   ShardStream(const ShardStream&) = delete;
   ShardStream& operator=(const ShardStream&) = delete;
   std::mt19937 engine;
-  std::mt19937* before;
-  static inline thread_local std::mt19937* current = nullptr;
+  std::map<const void*, std::mt19937> seeded;  // by the seeded generator's state
+  uint64_t id;                                 // never 0, never reused
+  ShardStream* before;
+  static inline thread_local ShardStream* current = nullptr;
+  static inline std::atomic<uint64_t> last_id = 0;
 };
 }  // namespace detail
 
@@ -47,13 +57,15 @@ class Generator {
   // Runs f(engine) under the lock: the draws of one op in one go.
   template <class F>
   decltype(auto) draw(F&& f) {
-    if (std::mt19937* shard = detail::ShardStream::current) return f(*shard);
+    if (std::mt19937* shard = shard_engine()) return f(*shard);
     std::lock_guard<std::mutex> lock(state_->mutex);
     return f(state_->engine);
   }
   result_type operator()() {
     return draw([](std::mt19937& engine) { return engine(); });
   }
+  // Seeding sets this generator's state, also inside a shard of nn::data_parallel
+  // (where the shard's draws from it then follow the seed too; see detail::ShardStream).
   void seed(uint64_t seed);
   Generator clone() const;
   // The state as std::mt19937 writes it (operator<<), and back: for checkpoints.
@@ -66,7 +78,18 @@ class Generator {
   struct State {
     std::mt19937 engine;
     std::mutex mutex;
+    // The ShardStream this generator was made under (its id), 0 for none.
+    uint64_t made_in = detail::ShardStream::current ? detail::ShardStream::current->id : 0;
   };
+  // Inside a shard of nn::data_parallel, the engine the shard draws this
+  // generator's numbers from; null where the generator's own state is drawn from.
+  std::mt19937* shard_engine() const {
+    detail::ShardStream* shard = detail::ShardStream::current;
+    if (!shard || state_->made_in == shard->id) return nullptr;
+    const auto own = shard->seeded.find(state_.get());
+    return own != shard->seeded.end() ? &own->second : &shard->engine;
+  }
+  void set_engine(const std::mt19937& engine);  // the state, and in a shard its engine for it
   std::shared_ptr<State> state_;
 };
 

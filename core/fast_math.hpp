@@ -1,27 +1,33 @@
-// exp, erf and tanh of one float in plain arithmetic, for loops the compiler
-// turns into SIMD code (inside the library; not a public header).
+// exp, log, erf and tanh of one float in plain arithmetic, for loops the
+// compiler turns into SIMD code (inside the library; not a public header).
 //
-// std::exp, std::erf and std::tanh are a library call per element (10, 30 and
-// 35 ns here), and a compiler cannot vectorize a loop that calls them. A
-// transformer's GELU and attention softmax run them over every hidden value
-// and every score, so those loops use these instead: only multiplies, adds,
-// one division, comparisons and bit shifts, no branches. Put them inside a
-// function marked TG_ALSO_FOR_AVX2 (core/dispatch.hpp) to get AVX2 code too.
-// GCC turns their comparisons into SIMD selects only under -fno-trapping-math
-// (meson.build), which tells it that nothing reads the floating-point
-// exception flags.
+// std::exp, std::log, std::erf and std::tanh are a library call per element
+// (10 to 35 ns here), and a compiler cannot vectorize a loop that calls them.
+// The elementwise kernels (core/kernels/elementwise.cpp), GELU and the softmax
+// rows run these instead: only multiplies, adds, one division, comparisons
+// and bit operations, no branches, so every x86-64 CPU computes the same bits.
+// Put them inside a function marked TG_ALSO_FOR_AVX2 (core/dispatch.hpp) to
+// get AVX2 code too. GCC turns their comparisons into SIMD selects only under
+// -fno-trapping-math (meson.build), which tells it that nothing reads the
+// floating-point exception flags.
 //
 // How close (tests/test_ops_transformer.cpp checks these bounds on a grid):
 //   exp_fast   within 2 ulp of std::exp for x in [-87, 88]; 0 below -104,
 //              inf above 89, subnormals between, NaN stays NaN (Cephes' expf:
 //              e^x = 2^n e^r with |r| <= ln2 / 2, e^r a degree-6 polynomial).
+//   log_fast   within 2 ulp of std::log for every positive float, subnormals
+//              included; log(0) = -inf, log(inf) = inf, log(x < 0) and
+//              log(NaN) NaN (Cephes' logf: x = 2^e m, log m a polynomial).
 //   erf_fast   within 6e-7 of std::erf: Abramowitz & Stegun's 7.1.26, the
 //              formula PyTorch's own AVX2 erf uses.
-//   tanh_fast  within 2e-7 of std::tanh: 1 - 2 / (e^2x + 1).
+//   tanh_fast  within 2 ulp of std::tanh: an odd polynomial for |x| <= 0.625
+//              (so tanh(1e-10) is 1e-10, not 0), 1 - 2 / (e^2|x| + 1) above
+//              (Cephes' tanhf).
 #pragma once
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 namespace tg::detail {
 
@@ -65,8 +71,51 @@ inline float erf_fast(float x) {
   return x < 0.0f ? -e : e;
 }
 
+inline float log_fast(float x) {
+  // Subnormals first become normal: x 2^23, with 23 taken off the exponent.
+  const bool tiny = x < 1.17549435e-38f;
+  const float xn = tiny ? x * 8388608.0f : x;
+  // x = 2^e m with m in [sqrt(1/2), sqrt(2)), from the bits.
+  const int32_t bits = std::bit_cast<int32_t>(xn);
+  int32_t e = ((bits >> 23) & 0xff) - 126 - (tiny ? 23 : 0);
+  float m = std::bit_cast<float>((bits & 0x007fffff) | 0x3f000000);  // [0.5, 1)
+  const bool low = m < 0.707106781186547524f;
+  e -= low;
+  m = (low ? m + m : m) - 1.0f;
+  const float z = m * m;
+  float p = 7.0376836292e-2f;
+  p = p * m - 1.1514610310e-1f;
+  p = p * m + 1.1676998740e-1f;
+  p = p * m - 1.2420140846e-1f;
+  p = p * m + 1.4249322787e-1f;
+  p = p * m - 1.6668057665e-1f;
+  p = p * m + 2.0000714765e-1f;
+  p = p * m - 2.4999993993e-1f;
+  p = p * m + 3.3333331174e-1f;
+  const float ef = static_cast<float>(e);
+  // log x = e ln2 + log(1 + m), ln 2 in two parts as in exp_fast.
+  float y = p * m * z + ef * -2.12194440e-4f - 0.5f * z;
+  y = m + y + ef * 0.693359375f;
+  // The edges: 0 (and -0) give -inf, inf gives inf, negatives and NaN give NaN.
+  y = x == 0.0f ? -std::numeric_limits<float>::infinity() : y;
+  y = x == std::numeric_limits<float>::infinity() ? x : y;
+  return x < 0.0f || x != x ? std::numeric_limits<float>::quiet_NaN() : y;
+}
+
 inline float tanh_fast(float x) {
-  return 1.0f - 2.0f / (exp_fast(2.0f * x) + 1.0f);  // +-inf give +-1
+  const float a = x < 0.0f ? -x : x;
+  // Near 0 an odd polynomial: x + x^3 P(x^2).
+  const float s = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * s + 2.06390887954e-2f;
+  p = p * s - 5.37397155531e-2f;
+  p = p * s + 1.33314422036e-1f;
+  p = p * s - 3.33332819422e-1f;
+  const float small = p * s * x + x;
+  // Further out, 1 - 2 / (e^2|x| + 1), which is 1 once e^2|x| overflows.
+  const float large = 1.0f - 2.0f / (exp_fast(2.0f * a) + 1.0f);
+  const float signed_large = x < 0.0f ? -large : large;
+  return a > 0.625f ? signed_large : small;  // NaN fails the test: the polynomial keeps it NaN
 }
 
 }  // namespace tg::detail

@@ -14,6 +14,11 @@ const Array& Grad::dense() const {
   if (!is_dense()) throw std::logic_error("Grad::dense: the gradient is not a dense array");
   return std::get<Array>(slot_);
 }
+Array& Grad::dense_mut() {
+  if (!is_dense()) throw std::logic_error("Grad::dense_mut: the gradient is not a dense array");
+  return std::get<Array>(slot_);
+}
+
 const SparseRows& Grad::sparse() const {
   if (!is_sparse()) throw std::logic_error("Grad::sparse: the gradient is not SparseRows");
   return std::get<SparseRows>(slot_);

@@ -8,6 +8,7 @@
 //   sparse + sparse -> sparse, merged and still coalesced (sorted unique rows)
 #pragma once
 
+#include <iosfwd>
 #include <span>
 #include <variant>
 
@@ -30,6 +31,7 @@ class Grad {
   bool is_sparse() const { return std::holds_alternative<SparseRows>(slot_); }
   const Array& dense() const;        // throws unless is_dense()
   const SparseRows& sparse() const;  // throws unless is_sparse()
+  Array& dense_mut();                // the dense array, to move from or write; throws unless is_dense()
   // The values it holds (all of a dense array, the listed rows of SparseRows),
   // to scale in place (clip_grad_norm_). Neither the shape nor the rows change.
   std::span<float> values_mut();
@@ -47,5 +49,10 @@ class Grad {
  private:
   std::variant<std::monostate, Array, SparseRows> slot_;
 };
+
+// std::cout << t.grad(): a dense gradient prints as its Array, SparseRows as
+// they do, and an empty slot as "None" (what Python prints for a tensor's
+// .grad before backward()).
+std::ostream& operator<<(std::ostream& os, const Grad& g);
 
 }  // namespace tg

@@ -213,8 +213,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reducti
 // ---- helpers shared by ops (public so custom ops can use them)
 // Sums a broadcast gradient back down to `shape` (the un-broadcast step).
 Array sum_to_shape(const Array& grad, const Shape& shape);
-// Shape of a op b under broadcasting; throws naming `op` when they do not broadcast.
-Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+// broadcast_shapes(op, a, b), the shape of a op b, is in core/array.hpp.
 // Turns a possibly negative dim into an axis of a `rank`-d tensor; throws naming `op`
 // (and, given the shape, the shape).
 std::size_t normalize_dim(const char* op, int64_t dim, std::size_t rank);

@@ -1,4 +1,4 @@
-// operator<< for Tensor and Indices: PyTorch's repr (torch/_tensor_str.py, with
+// operator<< for Tensor, Array, Indices, SparseRows and Grad: PyTorch's repr (torch/_tensor_str.py, with
 // its default options: 4 digits, 80 columns, summaries past 1000 elements),
 // followed by the shape and the tensor's place in autograd.
 //
@@ -9,6 +9,7 @@
 //   - rows wrap at 80 columns, nested brackets indent by one;
 //   - past 1000 elements each dim shows its first and last 3 entries around "...".
 // tests/test_print.cpp compares the output with what PyTorch prints.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ostream>
@@ -152,15 +153,18 @@ struct Printer {
   }
 };
 
-// PyTorch's _add_suffixes: ", suffix" on the same line while it fits in 80 columns.
-std::string with_suffixes(std::string s, const std::vector<std::string>& suffixes, std::size_t indent) {
+// PyTorch's _add_suffixes: ", suffix" on the same line while it fits in 80
+// columns (the first on a line of its own with force_newline, as for sparse tensors).
+std::string with_suffixes(std::string s, const std::vector<std::string>& suffixes, std::size_t indent,
+                          bool force_newline = false) {
   const std::size_t nl = s.rfind('\n');
   // PyTorch counts len - rfind + 1, with rfind = -1 when there is no newline.
   std::size_t last_line = nl == std::string::npos ? s.size() + 2 : s.size() - nl + 1;
   for (const std::string& suffix : suffixes) {
-    if (last_line + suffix.size() + 2 > kLineWidth) {
+    if (force_newline || last_line + suffix.size() + 2 > kLineWidth) {
       s += ",\n" + std::string(indent, ' ') + suffix;
       last_line = indent + suffix.size();
+      force_newline = false;
     } else {
       s += ", " + suffix;
       last_line += suffix.size() + 2;
@@ -169,19 +173,23 @@ std::string with_suffixes(std::string s, const std::vector<std::string>& suffixe
   return s + ")";
 }
 
+// The values of `data` (row-major, `shape`) as PyTorch's _tensor_str lays them
+// out, for text that starts `indent` columns in: "[[1., 2.],\n [3., 4.]]".
+template <class T>
+std::string body_str(const T* data, const Shape& shape, std::size_t indent) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return "[]";
+  Printer<T> p(data, shape);
+  std::vector<T> shown;
+  p.collect(0, 0, shown);
+  return p.str(0, 0, indent, Formatter(shown));
+}
+
 template <class T>
 std::string repr(const xt::xarray<T>& a, std::vector<std::string> suffixes) {
   const std::string prefix = "tensor(";
-  Shape shape(a.shape().begin(), a.shape().end());
-  std::string body = "[]";
-  if (a.size() > 0) {
-    Printer<T> p(a.data(), shape);
-    std::vector<T> shown;
-    p.collect(0, 0, shown);
-    body = p.str(0, 0, prefix.size(), Formatter(shown));
-  }
+  const Shape shape = shape_of(a);
   suffixes.insert(suffixes.begin(), "shape=" + shape_str(shape));
-  return with_suffixes(prefix + body, suffixes, prefix.size());
+  return with_suffixes(prefix + body_str(a.data(), shape, prefix.size()), suffixes, prefix.size());
 }
 
 }  // namespace
@@ -195,10 +203,34 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   return os << repr(t.value(), suffixes);
 }
 
-}  // namespace tg
-
-namespace xt {
-std::ostream& operator<<(std::ostream& os, const tg::Indices& a) {
-  return os << tg::repr(a, {});
+std::ostream& print_values(std::ostream& os, const Array& a) {
+  return os << repr(a, {});
 }
-}  // namespace xt
+
+std::ostream& print_values(std::ostream& os, const Indices& a) {
+  return os << repr(a, {});
+}
+
+// PyTorch's repr of a sparse COO tensor (the "if self.is_sparse" branch of
+// _str_intern), with this library's names for the size and the layout.
+std::ostream& operator<<(std::ostream& os, const SparseRows& s) {
+  const std::string prefix = "tensor(", indices_prefix = "indices=tensor(", values_prefix = "values=tensor(";
+  const Shape indices_shape{1, s.rows.size()}, values_shape = shape_of(s.values);
+  std::string indices = body_str(s.rows.data(), indices_shape, prefix.size() + indices_prefix.size());
+  if (s.rows.empty()) indices += ", shape=" + shape_str(indices_shape);
+  std::string values = body_str(s.values.data(), values_shape, prefix.size() + values_prefix.size());
+  if (s.values.size() == 0) values += ", shape=" + shape_str(values_shape);
+  const std::string text = prefix + indices_prefix + indices + "),\n" + std::string(prefix.size(), ' ') +
+                           values_prefix + values + ")";
+  const std::vector<std::string> suffixes = {"shape=" + shape_str(Shape{s.num_rows, s.cols()}),
+                                             "nnz=" + std::to_string(s.rows.size()), "layout=sparse_rows"};
+  return os << with_suffixes(text, suffixes, prefix.size(), /*force_newline=*/true);
+}
+
+std::ostream& operator<<(std::ostream& os, const Grad& g) {
+  if (g.is_dense()) return print_values(os, g.dense());
+  if (g.is_sparse()) return os << g.sparse();
+  return os << "None";
+}
+
+}  // namespace tg

@@ -14,6 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "read_json.hpp"
+#include "utf8.hpp"
+
 namespace tg {
 
 // The data section is copied byte for byte between the file and float arrays.
@@ -58,8 +61,9 @@ json parse_header_json(const std::string& text, const std::string& path) {
       duplicate = parsed.get<std::string>();
     return true;
   };
-  json j = json::parse(text, on_event, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail(path, "the header is not valid JSON");
+  std::string why;
+  json j = detail::parse_json(text, why, on_event);
+  if (j.is_discarded()) fail(path, "the header " + why);
   if (!duplicate.empty()) fail(path, "the header names '" + duplicate + "' twice");
   if (!j.is_object()) fail(path, "the header is not a JSON object");
   return j;
@@ -199,6 +203,18 @@ Metadata load_safetensors_metadata(const std::string& path) {
 // with spaces to a multiple of 8 bytes (as the reference writer does, so the
 // data that follows is aligned).
 static std::string make_header(const StateDict& tensors, const Metadata& metadata) {
+  // The header is JSON, UTF-8 text: every name and metadata string must be UTF-8.
+  auto check_utf8 = [](const char* what, const std::string& text) {
+    if (const std::string bad = detail::invalid_utf8_at(text); !bad.empty())
+      throw std::invalid_argument(std::string("save_safetensors: ") + what + " '" +
+                                  detail::escape_invalid_utf8(text) + "' is not UTF-8 (" + bad +
+                                  "); a safetensors header is JSON, UTF-8 text");
+  };
+  for (const auto& [name, a] : tensors) check_utf8("tensor name", name);
+  for (const auto& [key, value] : metadata) {
+    check_utf8("metadata key", key);
+    check_utf8(("metadata value of '" + key + "',").c_str(), value);
+  }
   json header = json::object();
   uint64_t offset = 0;
   for (const auto& [name, a] : tensors) {
@@ -211,12 +227,7 @@ static std::string make_header(const StateDict& tensors, const Metadata& metadat
     offset += bytes;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const json::exception&) {
-    throw std::invalid_argument("save_safetensors: tensor names and metadata must be valid UTF-8");
-  }
+  std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
 }

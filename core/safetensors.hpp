@@ -11,8 +11,9 @@
 // Writing is atomic: the file is written to "<path>.tmp.<pid>", checked, and
 // renamed over `path`, so a failed save leaves an existing file as it was.
 // Reading checks the whole header before reading any data: every error
-// (truncated file, bad JSON, overlapping or out-of-range offsets, wrong sizes,
-// another dtype, duplicate names) throws SafetensorsError naming the file.
+// (truncated file, bad JSON or JSON nested deeper than 128 levels, overlapping
+// or out-of-range offsets, wrong sizes, another dtype, duplicate names) throws
+// SafetensorsError naming the file.
 //
 // nn::Module's save()/load(), the optimizers' save()/load() and checkpoints
 // (optim/checkpoint.hpp) all write and read their state through these.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <vector>
 
 #include "array.hpp"
@@ -32,5 +33,13 @@ struct SparseRows {
 
 // a + b, still coalesced: the union of the rows, each the sum of its shares.
 SparseRows merge(const SparseRows& a, const SparseRows& b);
+
+// Prints as PyTorch prints a sparse gradient (an Embedding's with sparse=True,
+// which is the same data: its row ids as indices [1, nnz], and values):
+//   tensor(indices=tensor([[1, 3]]),
+//          values=tensor([[2., 2., 2.],
+//                         [1., 1., 1.]]),
+//          shape=[5, 3], nnz=2, layout=sparse_rows)
+std::ostream& operator<<(std::ostream& os, const SparseRows& s);
 
 }  // namespace tg

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "debug.hpp"
-#include "ops.hpp"
+#include "kernels/reduce.hpp"
 
 namespace tg {
 
@@ -193,21 +193,24 @@ static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_
 
 // Runs n's closure and returns each input's gradient, summed back to the
 // input's shape where the op broadcast (the one place that un-broadcasts).
-static Grads run_closure(const Node& n, const Array& grad_output) {
+static Grads run_closure(const Node& n, Array&& grad_output) {
   Grads grads(n.inputs.size());
-  n.backward(grad_output, n, grads);
+  // The closure may move grad_output away; the inspector, when on, is shown a copy.
+  std::optional<Array> seen;
+  if (debug::on_step_wanted()) seen = grad_output;
+  n.backward(std::move(grad_output), n, grads);
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const Array::shape_type& shape = n.input_shape(i);
     if (!n.needs_grad(i)) grads[i].clear();
     if (grads[i].empty() || grads[i].has_shape(shape)) continue;
     if (grads[i].is_dense() && grads[i].dense().dimension() >= shape.size())
-      grads[i] = sum_to_shape(grads[i].dense(), Shape(shape.begin(), shape.end()));
+      grads[i] = kernels::sum_to_shape(grads[i].dense(), shape);
     if (!grads[i].has_shape(shape))  // a bug in the op, not the user's
       throw std::logic_error("backward: " + entry_str(n) + " gave input " + std::to_string(i) +
                              " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " +
                              shape_str(shape));
   }
-  debug::on_step(n, grad_output, grads);  // trace and anomaly checks, when they are on
+  if (seen) debug::on_step(n, *seen, grads);  // trace and anomaly checks, when they are on
   return grads;
 }
 
@@ -261,7 +264,7 @@ Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std:
       check_output_shape(*n, g);
       if (g.is_sparse()) g = g.sparse().to_dense();  // closures take dense gradients
       if (out->retains_grad || debug::retain_all_grads()) w.retained.push_back({out, {g, n.get()}});
-      Grads grads = run_closure(*n, g.dense());
+      Grads grads = run_closure(*n, std::move(g.dense_mut()));  // the closure may take it: g is dropped below
       for (std::size_t i = 0; i < grads.size(); ++i)
         if (!grads[i].empty()) send(w, n->inputs[i].tensor, std::move(grads[i]), n.get(), i);
       w.arrived.erase(it);  // every op that used `out` has run: no more will come

@@ -16,7 +16,9 @@
 //
 // A slot may hold a gradient of the broadcast shape the op computed in: the
 // engine sums it back to the input's shape (un-broadcasting happens there, once).
-// A slot left empty sends nothing.
+// A slot left empty sends nothing. The closure may also take the arriving
+// gradient as `Array&& g` and move it into a slot, d[0] = std::move(g), where
+// it passes on unchanged (add, reshape): the engine has no more use for it.
 //
 // Who owns what (this is what keeps memory bounded):
 //   output tensor --owns--> its Node --owns--> input tensors --own--> their Nodes ...
@@ -64,7 +66,9 @@ namespace tg {
 
 using Grads = std::vector<Grad>;  // one gradient slot per input of a node
 struct Node;
-using BackwardFn = std::function<void(const Array& grad_output, const Node& node, Grads& grads)>;
+// grad_output is an rvalue: a closure taking `const Array&` reads it, one taking
+// `Array&&` may move it into a slot.
+using BackwardFn = std::function<void(Array&& grad_output, const Node& node, Grads& grads)>;
 
 struct Node {
   // An input as the op saw it: its version, shape and requires_grad then.

@@ -82,6 +82,11 @@ void Tensor::accumulate_grad(Grad g) {
 
 // The seed of a backward pass from t: `gradient`, or 1 for a one-element t.
 static Array seed_of(const Tensor& t, std::optional<Array> gradient, const char* op) {
+  if (const char* ran_in = t.impl()->backward_ran_in)
+    throw std::logic_error(std::string(op) + ": " + ran_in +
+                           " returned this loss after running its backward pass, which added the gradients "
+                           "into the parameters: step the optimizer now (a second backward would add them "
+                           "again)");
   if (!t.requires_grad())
     throw std::logic_error(std::string(op) +
                            ": the tensor does not require grad (it is a leaf without requires_grad, or was "

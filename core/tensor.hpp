@@ -39,6 +39,9 @@ struct TensorImpl {
   // here their result is a copy, so value_mut() on it throws rather than write
   // into a copy the user took for the input.
   const char* copy_of_view = nullptr;
+  // Set on the loss nn::data_parallel returns (to "nn::data_parallel"): its
+  // backward pass already ran there, and backward() on it says so.
+  const char* backward_ran_in = nullptr;
   // Threads that backward() their own graphs into one leaf (a shared parameter)
   // add into its gradient under this lock.
   std::mutex grad_mutex;
@@ -137,6 +140,9 @@ std::vector<Grad> grad(const Tensor& output, const std::vector<Tensor>& inputs,
 //           [3.0000, 4.0000]], shape=[2, 2], requires_grad=True)
 // An op's output shows the op instead: grad_fn=<mul> (PyTorch: <MulBackward0>).
 // More than 1000 elements are summarised with "...", as PyTorch does.
+// Arrays and Indices print the same way, without the autograd part
+// (core/array.hpp): tensor([3, 0, 1], shape=[3]); a gradient slot prints as
+// core/grad.hpp says.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Grad mode. While a NoGradGuard lives, no op is recorded (this thread only).
@@ -153,10 +159,3 @@ class NoGradGuard {
 };
 
 }  // namespace tg
-
-// Indices print the same way: tensor([3, 0, 1], shape=[3]). Indices is an
-// xtensor type, so this lives in xtensor's namespace, where `std::cout << ids`
-// finds it from any namespace.
-namespace xt {
-std::ostream& operator<<(std::ostream& os, const tg::Indices& a);
-}  // namespace xt

@@ -31,15 +31,27 @@ std::vector<std::string_view> split(std::string_view line, char delimiter) {
   }
 }
 
-// The whole field as a finite number, or nothing (also when it does not fit
-// in T). from_chars reads the same text the same way everywhere (no locale)
+// The whole field as a finite number, or nothing (also when it is past T's
+// largest). from_chars reads the same text the same way everywhere (no locale)
 // and rounds once, to T; it takes no leading '+', so that is skipped here.
 template <class T>
 std::optional<T> number(std::string_view field) {
   if (field.size() > 1 && field[0] == '+' && field[1] != '-') field.remove_prefix(1);
+  const char* const last = field.data() + field.size();
   T x = 0;
-  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), x);
-  if (ec != std::errc() || end != field.data() + field.size() || !std::isfinite(x)) return std::nullopt;
+  std::from_chars_result r = std::from_chars(field.data(), last, x);
+  if (r.ec == std::errc::result_out_of_range) {
+    // from_chars refuses a number whose nearest T is 0 ("1e-50" for a float)
+    // as it refuses one past the largest. NumPy reads the first as 0, with its
+    // sign: read it wider, and round that to T (0 or -0).
+    long double wide = 0;
+    r = std::from_chars(field.data(), last, wide);
+    if (r.ec == std::errc() && std::fabs(wide) < 1)
+      x = static_cast<T>(wide);
+    else
+      r.ec = std::errc::result_out_of_range;
+  }
+  if (r.ec != std::errc() || r.ptr != last || !std::isfinite(x)) return std::nullopt;
   return x;
 }
 

@@ -9,7 +9,9 @@
 // holds each row's class id, an integer >= 0 ("3" or "3.0"). Blank
 // lines are skipped; "\r\n" line ends are fine; spaces around a field are
 // ignored. Quoted fields, missing values, NaN and infinities are refused (a NaN
-// feature would make every loss NaN). Reading stops at the first bad line and
+// feature would make every loss NaN), and so are numbers past float32's
+// largest; a number below its smallest ("1e-50") reads as the nearest float32,
+// 0 with its sign or a subnormal, as NumPy's loadtxt reads it. Reading stops at the first bad line and
 // throws FileError naming the file and the line (data/file_error.hpp); nothing
 // is returned then.
 

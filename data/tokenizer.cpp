@@ -1,5 +1,7 @@
 #include "tokenizer.hpp"
 
+#include "../core/utf8.hpp"
+
 #include <stdexcept>
 
 namespace tg::data {
@@ -57,41 +59,7 @@ std::vector<std::vector<std::string>> tokenize_all(const std::vector<std::string
 }
 
 std::size_t first_invalid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    auto lead = static_cast<unsigned char>(text[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    // Sequence length and the allowed range of the second byte, from the table
-    // in RFC 3629 section 4. The narrowed ranges after E0, ED, F0 and F4 are what
-    // exclude overlong forms, surrogates and code points above U+10FFFF.
-    std::size_t length = 0;
-    unsigned char second_min = 0x80, second_max = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      if (lead == 0xE0) second_min = 0xA0;
-      if (lead == 0xED) second_max = 0x9F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      if (lead == 0xF0) second_min = 0x90;
-      if (lead == 0xF4) second_max = 0x8F;
-    } else {
-      return i;  // a continuation byte with no lead, C0/C1 (overlong), or F5..FF
-    }
-    if (text.size() - i < length) return i;  // truncated at the end of the text
-    auto second = static_cast<unsigned char>(text[i + 1]);
-    if (second < second_min || second > second_max) return i;
-    for (std::size_t k = 2; k < length; ++k) {
-      auto next = static_cast<unsigned char>(text[i + k]);
-      if (next < 0x80 || next > 0xBF) return i;
-    }
-    i += length;
-  }
-  return text.size();
+  return tg::detail::first_invalid_utf8(text);
 }
 
 bool valid_utf8(std::string_view text) {

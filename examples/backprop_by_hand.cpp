@@ -36,7 +36,10 @@ std::string values(const tg::Array& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});  // "": not asked for
+  const PictureFiles files = picture_files(  // "": not asked for
+      argc, argv, {"--dot", "--html"},
+      "Backpropagation by hand: a small net's tape, each backward step, the chain rule on paper, gradcheck\n"
+      "(--dot FILE: its graph for Graphviz; --html FILE: a page that steps through the backward pass).");
 
   // Round numbers instead of random ones, so every value can be redone by hand.
   tg::nn::Linear fc1(2, 2), fc2(2, 1);
@@ -54,8 +57,8 @@ int main(int argc, char** argv) {
   const tg::Tensor x = tg::Tensor({{1.0f, 2.0f}}).set_name("x");
   const tg::Tensor y = tg::full({1, 1}, 0.5f).set_name("y");  // the target
 
-  // Forward. Every op appends one entry to the tape; mse_loss is built from
-  // four (sub, mul, sum, and a scale by 1/n for the mean).
+  // Forward. Every op appends one entry to the tape; mse_loss is one, as in
+  // PyTorch, whose backward is 2 (out - y) / n.
   tg::Tensor pre = fc1(x);                 // [1, 2] x [2, 2]^T + [2] -> [1, 2]
   tg::Tensor h = tg::tanh(pre);            // [1, 2]
   tg::Tensor out = fc2(h);                 // [1, 2] x [1, 2]^T + [1] -> [1, 1]

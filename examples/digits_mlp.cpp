@@ -20,7 +20,10 @@
 #include "flags.hpp"
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv, training_flags(DIGITS_DEFAULT_DATA, "40"));
+  Flags flag(
+      argc, argv, training_flags(DIGITS_DEFAULT_DATA, "40"),
+      "An MLP on the 8x8 handwritten digits: one row per epoch; --save/--load a checkpoint to resume "
+      "exactly,\n--stop-after K to stop after epoch K, --threads T to split each batch across T threads.");
   training_threads(flag);
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;

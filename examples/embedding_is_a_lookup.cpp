@@ -42,7 +42,10 @@ std::string row_str(const tg::Array& a, std::size_t i) {  // "[0.1234, -0.5678, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});  // "": not asked for
+  const PictureFiles files = picture_files(  // "": not asked for
+      argc, argv, {"--dot", "--html"},
+      "An embedding is a lookup: an Embedding and a one-hot Linear give the same numbers and gradients\n"
+      "(--dot FILE: the graph for Graphviz; --html FILE: a page that steps through the backward pass).");
   const std::size_t vocab = 6, dim = 3;
 
   // Two layers, one set of numbers. Linear stores [out, in], so the Embedding's

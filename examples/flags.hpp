@@ -1,8 +1,10 @@
 // Command-line flags of the small examples (digits_mlp, names_mlp, and the
 // lessons' --dot and --html): each flag takes one value, `--name value`; an
-// unknown flag or a missing value throws.
+// unknown flag or a missing value throws. --help (or -h) prints what the
+// program does, its flags and their defaults, and exits with status 0.
 //
-//   Flags flag(argc, argv, {{"--epochs", "40"}, {"--save", ""}});  // "" = off unless given
+//   Flags flag(argc, argv, {{"--epochs", "40"}, {"--save", ""}},  // "" = off unless given
+//              "what the program does, for --help");
 //   int epochs = flag.number("--epochs");
 //   if (flag.given("--save")) save(flag["--save"]);
 //
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -23,12 +26,33 @@
 
 class Flags {
  public:
-  Flags(int argc, char** argv, std::map<std::string, std::string> defaults) : values_(std::move(defaults)) {
+  Flags(int argc, char** argv, std::map<std::string, std::string> defaults, const std::string& about = "")
+      : values_(std::move(defaults)) {
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+        std::fputs(usage(argv[0], about).c_str(), stdout);
+        std::exit(0);
+      }
     for (int i = 1; i < argc; i += 2) {
       if (!values_.count(argv[i]) || i + 1 == argc)
         throw std::invalid_argument(std::string("bad flag ") + argv[i]);
       values_[argv[i]] = argv[i + 1];
     }
+  }
+
+  // What --help prints: the program's name, what it does, each flag and its default.
+  std::string usage(const std::string& program, const std::string& about) const {
+    std::string s =
+        "usage: " + program.substr(program.rfind('/') + 1) + (values_.empty() ? "" : " [--FLAG VALUE]...");
+    s += "\n" + (about.empty() ? "" : about + "\n");
+    if (values_.empty()) return s + "It takes no flags.\n";
+    s += "flags, and their defaults:\n";
+    std::size_t width = 0;
+    for (const auto& [name, value] : values_) width = std::max(width, name.size());
+    for (const auto& [name, value] : values_)
+      s += "  " + name + std::string(width + 2 - name.size(), ' ') + (value.empty() ? "(not set)" : value) +
+           "\n";
+    return s;
   }
 
   const std::string& operator[](const std::string& name) const { return values_.at(name); }
@@ -59,11 +83,13 @@ struct PictureFiles {
   std::string dot, html;
 };
 
-// Reads the flags in `accepted` ("--dot", "--html" or both). Anything else
-// prints a usage line and exits with status 2.
+// Reads the flags in `accepted` ("--dot", "--html", both or none). --help
+// prints `about` and the flags; anything else prints a usage line and exits
+// with status 2.
 //
-//   const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"});
-inline PictureFiles picture_files(int argc, char** argv, const std::vector<std::string>& accepted) {
+//   const PictureFiles files = picture_files(argc, argv, {"--dot", "--html"}, "what the lesson shows");
+inline PictureFiles picture_files(int argc, char** argv, const std::vector<std::string>& accepted,
+                                  const std::string& about) {
   std::map<std::string, std::string> defaults;
   std::string usage = std::string("usage: ") + argv[0];
   for (const std::string& name : accepted) {
@@ -71,12 +97,18 @@ inline PictureFiles picture_files(int argc, char** argv, const std::vector<std::
     usage += " [" + name + " FILE]";
   }
   try {
-    const Flags flag(argc, argv, defaults);
+    const Flags flag(argc, argv, defaults, about);
     return {defaults.count("--dot") ? flag["--dot"] : "", defaults.count("--html") ? flag["--html"] : ""};
   } catch (const std::invalid_argument&) {
     std::fprintf(stderr, "%s\n", usage.c_str());
     std::exit(2);
   }
+}
+
+// A program that takes no flags: --help prints `about`; any argument else prints
+// a usage line and exits with status 2.
+inline void no_flags(int argc, char** argv, const std::string& about) {
+  picture_files(argc, argv, {}, about);
 }
 
 // --threads N: tapegrad's loops and OpenBLAS use N threads (core/parallel.hpp).

@@ -130,8 +130,11 @@ static std::vector<std::string> read_names(const std::string& path) {
 }
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv,
-             training_flags(NAMES_DEFAULT_DATA, "10", {{"--init-out", ""}, {"--bench-steps", ""}}));
+  Flags flag(
+      argc, argv, training_flags(NAMES_DEFAULT_DATA, "10", {{"--init-out", ""}, {"--bench-steps", ""}}),
+      "A character-level GPT of first names: lr, train and dev loss per epoch, then 20 sampled names;\n"
+      "--save/--load a checkpoint, --stop-after K, --threads T, --init-out FILE (the initial weights),\n"
+      "--bench-steps N (time N steps instead of training).");
   training_threads(flag);
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;

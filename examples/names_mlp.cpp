@@ -60,7 +60,10 @@ static std::vector<std::string> read_names(const std::string& path) {
 }
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv, training_flags(NAMES_DEFAULT_DATA, "10"));
+  Flags flag(
+      argc, argv, training_flags(NAMES_DEFAULT_DATA, "10"),
+      "A character-level MLP of first names (3 characters -> the next): train and dev loss per epoch, then\n"
+      "20 sampled names; --save/--load a checkpoint, --stop-after K, --threads T.");
   training_threads(flag);
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;

@@ -29,7 +29,11 @@ void print_row(const char* title, const tg::Array& a) {  // a is [1, n]
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string html_file = picture_files(argc, argv, {"--html"}).html;  // "": not asked for
+  const std::string html_file =  // "": not asked for
+      picture_files(argc, argv, {"--html"},
+                    "A sparse row, two ways: a CSR batch through a Linear and through an EmbeddingBag\n"
+                    "(--html FILE: a page that steps through the backward pass).")
+          .html;
   // 3 documents x 8 words; each document uses only a few of the words.
   const std::size_t vocab = 8, dim = 4;
   const tg::CsrBatch docs = {

@@ -18,6 +18,8 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "flags.hpp"
+
 namespace {
 
 std::string set_str(const std::vector<int64_t>& rows) {  // "{0, 1, 2}"
@@ -41,7 +43,10 @@ std::unique_ptr<tg::optim::Optimizer> make_optimizer(const std::string& name,
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  no_flags(argc, argv,
+           "Which rows move: SGD, momentum, weight decay and Adam stepping an embedding with a sparse and a "
+           "dense gradient.");
   const std::size_t vocab = 8, dim = 4;
   const std::vector<std::vector<int64_t>> batches = {{0, 1, 2}, {2, 5}, {3}};  // step 1, 2, 3
   const std::vector<std::string> optimizers = {"sgd", "sgd+momentum", "sgd+decay", "adam"};

@@ -4,7 +4,10 @@
 
 #include <tapegrad/tapegrad.hpp>
 
-int main() {
+#include "flags.hpp"
+
+int main(int argc, char** argv) {
+  no_flags(argc, argv, "A 2-layer MLP learns XOR with the core alone; it prints the loss as it falls.");
   tg::Generator gen(0);
   tg::Tensor x = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
   tg::Indices y = {0, 1, 1, 0};  // XOR as two classes

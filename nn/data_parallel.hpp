@@ -20,10 +20,12 @@
 // outputs are joined in order (cat) into the batch's output, loss(output) runs
 // on the calling thread, and its gradient is sent back through each shard's
 // graph on that shard's thread. Every gradient is taken with tg::grad() and
-// added into the parameters' grad() in shard order once all are done (a
-// parameter the loss itself uses gets its share first). The return value is
-// the loss, detached. The loss is the whole batch's, whatever it is (a mean
-// over rows, over characters, a sum): nothing needs rescaling.
+// added in shard order once all are done (a leaf the loss itself uses gets its
+// share first), into `parameters` and into every other leaf that requires grad
+// and that the shards or the loss use, as backward() would. The return value is
+// the loss, detached; its backward pass has run (backward() on it throws,
+// saying so): step the optimizer. The loss is the whole batch's, whatever it is
+// (a mean over rows, over characters, a sum): nothing needs rescaling.
 //
 // Bits. For one thread count, a run gives the same bits every time: the shards
 // are the same and their gradients are added in the same order. Random draws
@@ -33,13 +35,19 @@
 // program seeds and checkpoints, and a resumed run repeats exactly. On one
 // thread it is exactly the plain step: loss(forward(0, batch)), backward(),
 // with draws from the modules' own generators. Across thread counts results
-// differ in rounding and in the dropout masks drawn.
+// differ in rounding and in the dropout masks drawn. A generator made inside
+// forward draws from its own seed, as anywhere; one seeded inside forward
+// (tg::manual_seed(s), gen.seed(s)) holds that seed, and the shard's draws from
+// it follow that seed (each shard's from the start of it).
 //
 // forward runs on several threads at once, so it may read anything shared
-// (modules' forward passes only read their parameters) but not write it.
-// The ops inside it run on their shard's thread: their split loops
-// (parallel_for) run serially there. If anything throws, no gradient is added
-// and the exception reaches the caller.
+// (modules' forward passes only read their parameters) but not write it: an
+// Embedding or EmbeddingBag with max_norm (which rescales rows of its weight
+// in forward) throws std::logic_error in a shard. The ops inside it run on
+// their shard's thread: their split loops (parallel_for) run serially there.
+// A DetectAnomalyGuard of the calling thread reaches every shard, in forward
+// and in backward. If anything throws, no gradient is added and the exception
+// reaches the caller.
 #pragma once
 
 #include <cstddef>

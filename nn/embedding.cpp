@@ -71,7 +71,17 @@ void check_pretrained(const char* layer, const Array& weight) {
 
 // PyTorch's embedding_renorm_: each distinct row read by `rows` whose norm is
 // above max_norm is scaled to max_norm. Writes raw storage: not recorded.
-void renorm_rows(Array& weight, std::vector<int64_t> rows, float max_norm, float norm_type) {
+// Refused inside the shards of nn::data_parallel, which run forward at once on
+// one table: their writes and reads of the same rows would race.
+void renorm_rows(const char* layer, Tensor& table, std::vector<int64_t> rows, float max_norm,
+                 float norm_type) {
+  if (tg::detail::ShardStream::current)
+    throw std::logic_error(
+        std::string(layer) +
+        ": max_norm rescales rows of the weight in place during forward, which the shards of "
+        "nn::data_parallel cannot do at once (they share the weight); run that step on one "
+        "thread (tg::set_num_threads(1)), or build the layer without max_norm");
+  Array& weight = table.value_mut();
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   const std::size_t dim = weight.shape()[1];
@@ -242,7 +252,7 @@ Tensor Embedding::forward(const Indices& input) {
   const std::size_t num = num_embeddings(), dim = embedding_dim();
   check_indices("Embedding", input, num);
   std::vector<int64_t> ids(input.begin(), input.end());
-  if (options_.max_norm) renorm_rows(weight.value_mut(), ids, *options_.max_norm, options_.norm_type);
+  if (options_.max_norm) renorm_rows("Embedding", weight, ids, *options_.max_norm, options_.norm_type);
 
   // [n] ids -> [n, dim]: output row k is a copy of table row ids[k]. No multiplication.
   Shape out_shape(input.shape().begin(), input.shape().end());
@@ -483,7 +493,7 @@ Tensor EmbeddingBag::forward(const CsrBatch& batch) {
 
 Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::size_t> starts,
                                   const std::optional<Tensor>& per_sample_weights) {
-  if (options_.max_norm) renorm_rows(weight.value_mut(), index, *options_.max_norm, options_.norm_type);
+  if (options_.max_norm) renorm_rows("EmbeddingBag", weight, index, *options_.max_norm, options_.norm_type);
   const std::size_t bags = starts.size() - 1;
   Plan p =
       bag_plan(std::move(index), starts, per_sample_weights, options_, num_embeddings(), embedding_dim());

@@ -1,8 +1,13 @@
 #include "module.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <typeinfo>
 
 #include "../core/safetensors.hpp"
 
@@ -35,9 +40,34 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
   return t;
 }
 
+std::string Module::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> name(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                                   &std::free);
+  return status == 0 ? name.get() : mangled;
+}
+
+// The path from this module down to `target` ("" for this module itself,
+// "b.c" for a grandchild), or nothing when target is not in this tree.
+std::optional<std::string> Module::path_to(const Module* target) const {
+  if (this == target) return "";
+  for (const auto& [name, child] : children_)
+    if (std::optional<std::string> below = child->path_to(target))
+      return below->empty() ? name : name + "." + *below;
+  return std::nullopt;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   if (!module) throw std::invalid_argument("Module: submodule '" + name + "' is null");
+  // The module's tree has no cycle (every registration checks this), so the search ends.
+  if (const std::optional<std::string> path = module->path_to(this))
+    throw std::invalid_argument(
+        path->empty() ? "Module: a " + type_name() + " cannot be registered inside itself (as '" + name + "')"
+                      : "Module: registering a " + module->type_name() + " as '" + name + "' inside a " +
+                            type_name() + " would make a cycle: the " + module->type_name() + " holds that " +
+                            type_name() + " (as '" + *path + "')");
   // Parameters carry their path for listings and errors ("fc1.weight"); a
   // name the user set (one that is not the path inside the child) stays.
   for (auto& [path, t] : module->all_named_state())
@@ -100,8 +130,41 @@ std::vector<Tensor> Module::buffers() const {
   return out;
 }
 
+void Module::check_clone_class(const Module& copy) const {
+  if (typeid(copy) != typeid(*this))
+    throw std::logic_error("clone: this " + type_name() + "'s clone() makes a " + copy.type_name() +
+                           " (a subclass that does not override clone() inherits its base's): give " +
+                           type_name() + " a clone() of its own, returning copy_into(std::make_shared<" +
+                           type_name() + ">(...))");
+}
+
+// Two names that name one tensor in `a` and two in `b`, or the other way
+// round (`tied_in_a` says which), for clone()'s message.
+struct TieDifference {
+  std::string first, second;
+  bool tied_in_a;
+};
+static std::optional<TieDifference> tie_difference(const std::vector<std::pair<std::string, Tensor>>& a,
+                                                   const std::vector<std::pair<std::string, Tensor>>& b) {
+  const std::map<std::string, Tensor> in_b(b.begin(), b.end());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = i + 1; j < a.size(); ++j) {
+      const bool tied_a = a[i].second.is_same(a[j].second);
+      if (tied_a != in_b.at(a[i].first).is_same(in_b.at(a[j].first)))
+        return TieDifference{a[i].first, a[j].first, tied_a};
+    }
+  return std::nullopt;
+}
+
 void Module::copy_state_to(Module& fresh) const {
+  check_clone_class(fresh);
   fresh.load_state_dict(state_dict());  // checks that the names and shapes match
+  // A tensor registered twice is one tensor in the copy too, as deepcopy keeps it.
+  if (const auto d = tie_difference(all_named_parameters(), fresh.all_named_parameters()))
+    throw std::logic_error("clone: in this " + type_name() + ", '" + d->first + "' and '" + d->second +
+                           "' are " + (d->tied_in_a ? "one tensor" : "two tensors") +
+                           ", but in the copy its clone() built " + (d->tied_in_a ? "two" : "one") +
+                           ": build the copy with the same modules and tensors registered twice");
   std::map<std::string, bool> wants_grad;
   for (const auto& [name, t] : all_named_parameters()) wants_grad[name] = t.requires_grad();
   for (auto& [name, t] : fresh.all_named_parameters()) t.set_requires_grad(wants_grad.at(name));

@@ -36,6 +36,7 @@
 
 #include <concepts>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -62,11 +63,19 @@ class Module {
 
   // An independent copy, as libtorch's clone(): the same layers, parameters with
   // the same values and requires_grad but their own storage, no gradients, the
-  // same training mode. Every layer here has one. A module of your own
+  // same training mode. A tensor registered under two names (a module in two
+  // places, Sequential(l, Tanh(), l)) is one tensor in the copy too, as with
+  // PyTorch's copy.deepcopy. Every layer here has one. A module of your own
   // overrides it with a new module built the same way, filled by copy_into():
   //   std::shared_ptr<Module> clone() const override { return copy_into(std::make_shared<Model>()); }
-  // The base throws std::logic_error.
+  // The base throws std::logic_error. copy_into throws std::logic_error naming
+  // the class when the new module is of another class (a subclass of Linear
+  // that does not override clone() would otherwise become a plain Linear), or
+  // ties its tensors otherwise.
   virtual std::shared_ptr<Module> clone() const;
+
+  // The C++ class of this module, as the compiler names it: "tg::nn::Linear", "Model".
+  std::string type_name() const;
 
   // Adds a parameter under `name` (no dots, unique in this module) and returns
   // its handle. Sets requires_grad as asked, and the tensor's name() to `name`
@@ -81,6 +90,8 @@ class Module {
 
   // Adds a submodule; its parameters appear as "<name>.<their name>". Pass a
   // std::shared_ptr, or the module itself (moved in); the handle is returned.
+  // A module registered inside itself, or inside a module it contains, would
+  // make a cycle: that throws std::invalid_argument naming both.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -111,14 +122,14 @@ class Module {
   bool is_training() const { return training_; }
 
   // Every parameter's and buffer's name, a shared tensor under each of its names (as PyTorch's).
-  StateDict state_dict() const;
+  tg::StateDict state_dict() const;
   // Copies `state` into the parameters and buffers. First checks everything: if a name is
   // missing, unexpected, or has the wrong shape, throws std::invalid_argument
   // listing every such name, and no parameter is changed. With strict = false,
   // missing and unexpected names are ignored (wrong shapes still throw).
-  void load_state_dict(const StateDict& state, bool strict = true);
+  void load_state_dict(const tg::StateDict& state, bool strict = true);
   // The check load_state_dict makes, alone: throws as it would, changes nothing.
-  void check_state_dict(const StateDict& state, bool strict = true) const;
+  void check_state_dict(const tg::StateDict& state, bool strict = true) const;
 
   // state_dict() to / from a safetensors file (see core/safetensors.hpp).
   void save(const std::string& path) const;
@@ -135,12 +146,16 @@ class Module {
 
  private:
   void copy_state_to(Module& fresh) const;
+  // Throws std::logic_error unless `copy` is of this module's class.
+  void check_clone_class(const Module& copy) const;
+  friend class Sequential;  // its clone() checks each child's clone
   // Every (name, parameter), a tensor registered twice under each of its names.
   std::vector<std::pair<std::string, Tensor>> all_named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> all_named_buffers() const;
   // What state_dict() holds: every parameter, then every buffer, by path.
   std::vector<std::pair<std::string, Tensor>> all_named_state() const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  std::optional<std::string> path_to(const Module* target) const;
   void check_new_name(const std::string& name) const;
 
   std::vector<std::pair<std::string, Tensor>> parameters_;

@@ -1,5 +1,7 @@
 #include "sequential.hpp"
 
+#include <map>
+
 namespace tg::nn {
 
 Tensor Sequential::run_from(std::size_t first, Tensor x) const {
@@ -24,9 +26,18 @@ Tensor Sequential::forward(const Indices& x) const {
 
 std::shared_ptr<Module> Sequential::clone() const {
   auto copy = std::make_shared<Sequential>();
-  for (const Step& step : steps_) step.push_clone(*copy, *step.module);
-  copy->train(is_training());
-  return copy;
+  // A module in two places (Sequential(l, Tanh(), l)) is cloned once and sits in
+  // both places of the copy, as copy.deepcopy keeps it.
+  std::map<const Module*, std::shared_ptr<Module>> clones;
+  for (const Step& step : steps_) {
+    std::shared_ptr<Module>& c = clones[step.module.get()];
+    if (!c) {
+      c = step.module->clone();
+      step.module->check_clone_class(*c);  // push_clone casts it to the module's class
+    }
+    step.push_clone(*copy, c);
+  }
+  return copy_into(copy);
 }
 
 }  // namespace tg::nn

@@ -58,8 +58,10 @@ class Sequential : public Module {
     Step step;
     if constexpr (TakesTensor<M>) step.on_tensor = [module](const Tensor& x) { return module->forward(x); };
     if constexpr (TakesIndices<M>) step.on_indices = [module](const Indices& x) { return module->forward(x); };
-    // clone() appends a clone of this module the same way, as an M.
-    step.push_clone = [](Sequential& to, const Module& m) { to.push_back(std::static_pointer_cast<M>(m.clone())); };
+    // clone() appends this module's clone the same way, as an M (clone() checked that it is one).
+    step.push_clone = [](Sequential& to, const std::shared_ptr<Module>& copy) {
+      to.push_back(std::static_pointer_cast<M>(copy));
+    };
     if (!step.on_tensor && !steps_.empty())
       throw std::invalid_argument("Sequential: module " + std::to_string(steps_.size()) +
                                   " takes Indices, not a Tensor, so it can only come first");
@@ -101,7 +103,7 @@ class Sequential : public Module {
     std::shared_ptr<Module> module;
     std::function<Tensor(const Tensor&)> on_tensor;     // empty if it does not take a Tensor
     std::function<Tensor(const Indices&)> on_indices;  // empty if it does not take Indices
-    std::function<void(Sequential&, const Module&)> push_clone;
+    std::function<void(Sequential&, const std::shared_ptr<Module>&)> push_clone;
   };
   Tensor run_from(std::size_t first, Tensor x) const;
 

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/read_json.hpp"
+
 #include "../core/dispatch.hpp"
 
 namespace tg::optim {
@@ -103,7 +105,10 @@ std::string Adam::options_json() const {
 
 AdamOptions Adam::options_from_json(const std::string& text) const {
   AdamOptions o = options_;
-  nlohmann::json::parse(text).get_to(o);
+  std::string why;
+  const nlohmann::json j = detail::parse_json(text, why);
+  if (j.is_discarded()) throw std::invalid_argument("the text " + why);
+  j.get_to(o);
   if (o.decoupled_weight_decay != options_.decoupled_weight_decay)
     throw std::invalid_argument("decoupled_weight_decay does not match the type");
   return checked(o);

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/read_json.hpp"
+
 namespace tg {
 
 namespace {
@@ -69,9 +71,11 @@ void load_checkpoint(const std::string& path, Checkpoint& c) {
   if (format == meta.end() || format->second != format_name)
     fail("not a tapegrad checkpoint (its metadata has no \"format\": \"" + std::string(format_name) + "\")");
   const auto contents_text = meta.find("contents");
-  const nlohmann::json contents = nlohmann::json::parse(
-      contents_text == meta.end() ? "" : contents_text->second, nullptr, /*allow_exceptions=*/false);
-  if (!contents.is_array()) fail("\"contents\" is missing or not a JSON list");
+  if (contents_text == meta.end()) fail("\"contents\" is missing");
+  std::string why;
+  const nlohmann::json contents = detail::parse_json(contents_text->second, why);
+  if (contents.is_discarded()) fail("\"contents\" " + why);
+  if (!contents.is_array()) fail("\"contents\" is not a JSON list");
   auto holds = [&](const std::string& part) {
     for (const auto& x : contents)
       if (x == part) return true;

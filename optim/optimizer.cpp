@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/read_json.hpp"
+
 namespace tg::optim {
 
 using json = nlohmann::json;
@@ -129,7 +131,9 @@ std::function<void()> Optimizer::prepare_load_state_dict(const StateDict& state)
   // The groups: the same number, the same parameters in each, valid rates.
   const auto groups_text = meta.find("param_groups");
   if (groups_text == meta.end()) fail_load("no \"param_groups\" entry");
-  const json groups = json::parse(groups_text->second, nullptr, /*allow_exceptions=*/false);
+  std::string why;
+  const json groups = detail::parse_json(groups_text->second, why);
+  if (groups.is_discarded()) fail_load("\"param_groups\" " + why);
   if (!groups.is_array()) fail_load("\"param_groups\" is not a JSON list");
   if (groups.size() != groups_.size())
     fail_load("the state has " + std::to_string(groups.size()) + " param groups, this optimizer has " +

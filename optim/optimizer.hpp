@@ -342,7 +342,9 @@ class OptimizerWithState : public Optimizer {
     } catch (const std::bad_alloc&) {
       throw;
     } catch (const std::exception& e) {  // a JSON error, or an invalid value
-      fail_load("\"options\" is not valid for " + name_ + ": " + e.what() + "; it is " + text->second);
+      const std::string& t = text->second;  // quoted up to 200 characters
+      fail_load("\"options\" is not valid for " + name_ + ": " + e.what() + "; it is " + t.substr(0, 200) +
+                (t.size() > 200 ? "..." : ""));
     }
 
     // Each parameter: every field, or none; its first field says which.

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/read_json.hpp"
+
 namespace tg::optim {
 
 using json = nlohmann::json;
@@ -79,8 +81,9 @@ int64_t LRScheduler::integer_setting(const Metadata& state, const std::string& k
 
 double LRScheduler::number_setting(const Metadata& state, const std::string& key) const {
   const std::string& text = entry(state, key, name_);
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_number()) fail(name_, "\"" + key + "\" is \"" + text + "\", not a number");
+  std::string why;
+  const json j = detail::parse_json(text, why);
+  if (!j.is_number()) fail(name_, "\"" + key + "\" is \"" + detail::json_excerpt(text) + "\", not a number");
   return j.get<double>();
 }
 
@@ -88,8 +91,10 @@ double LRScheduler::number_setting(const Metadata& state, const std::string& key
 static std::vector<double> lr_list(const Metadata& state, const std::string& key, std::size_t count,
                                    const std::string& name) {
   const std::string& text = entry(state, key, name);
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) fail(name, "\"" + key + "\" is not a JSON list: " + text);
+  std::string why;
+  const json j = detail::parse_json(text, why);
+  if (j.is_discarded()) fail(name, "\"" + key + "\" " + why);
+  if (!j.is_array()) fail(name, "\"" + key + "\" is not a JSON list: " + detail::json_excerpt(text));
   if (j.size() != count)
     fail(name, "\"" + key + "\" has " + std::to_string(j.size()) + " entries for an optimizer with " +
                    std::to_string(count) + " param groups");

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/read_json.hpp"
+
 #include "../core/dispatch.hpp"
 
 namespace tg::optim {
@@ -55,7 +57,10 @@ std::string SGD::options_json() const {
 
 SGDOptions SGD::options_from_json(const std::string& text) const {
   SGDOptions o = options_;
-  nlohmann::json::parse(text).get_to(o);
+  std::string why;
+  const nlohmann::json j = detail::parse_json(text, why);
+  if (j.is_discarded()) throw std::invalid_argument("the text " + why);
+  j.get_to(o);
   return checked(o);
 }
 

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -139,8 +139,7 @@ inline xt::xarray<T> to_int_array(const nlohmann::json& j) {
 // a sentence naming the first element that differs.
 inline std::string mismatch(const Array& a, const Array& b, double rtol = 1e-5, double atol = 1e-6) {
   if (!std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
-    return "shapes differ: " + shape_str(a.shape()) + " vs " +
-           shape_str(b.shape());
+    return "shapes differ: " + shape_str(a.shape()) + " vs " + shape_str(b.shape());
   for (std::size_t i = 0; i < a.size(); ++i) {
     double x = a.data()[i], y = b.data()[i];
     if (!(std::abs(x - y) <= atol + rtol * std::abs(y))) {
@@ -341,8 +340,8 @@ inline std::string product_mismatch(const Array& a, const Array& b, const Bound&
     const double diff = std::abs(static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i]));
     if (!(diff <= allowed)) {
       std::ostringstream s;
-      s << "element " << i << ": " << a.data()[i] << " vs " << b.data()[i] << " (diff " << diff << ", allowed "
-        << allowed << " for " << bound.terms << " terms)";
+      s << "element " << i << ": " << a.data()[i] << " vs " << b.data()[i] << " (diff " << diff
+        << ", allowed " << allowed << " for " << bound.terms << " terms)";
       return s.str();
     }
   }
@@ -353,10 +352,10 @@ inline std::string product_mismatch(const Array& a, const Array& b, const Bound&
 
 // CHECK_PRODUCT_CLOSE(a, b, bound): two computations of one matrix product
 // agree within what float rounding allows for its sizes (tg::test::Bound).
-#define CHECK_PRODUCT_CLOSE(a, b, bound)                                  \
-  do {                                                                    \
-    std::string why_ = ::tg::test::product_mismatch((a), (b), (bound));   \
-    CHECK_MESSAGE(why_.empty(), #a " vs " #b ": " << why_);               \
+#define CHECK_PRODUCT_CLOSE(a, b, bound)                                \
+  do {                                                                  \
+    std::string why_ = ::tg::test::product_mismatch((a), (b), (bound)); \
+    CHECK_MESSAGE(why_.empty(), #a " vs " #b ": " << why_);             \
   } while (0)
 
 namespace tg::test {

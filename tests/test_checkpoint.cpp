@@ -204,6 +204,51 @@ TEST_SUITE("train") {
     check_same(run, control);
   }
 
+  TEST_CASE("JSON nested 200,000 levels deep in a file is refused with the reason, not a stack overflow") {
+    TempDir dir;
+    const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+    const std::string fragment = "nests deeper than 128 levels";
+
+    // A safetensors header: a tensor whose shape is nested lists.
+    const std::string header = R"({"a":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,0]}})";
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    const std::string file = dir.file("deep.safetensors");
+    std::ofstream(file, std::ios::binary) << bytes << header;
+    CHECK_THROWS_WITH_AS(tg::load_safetensors(file),
+                         ("safetensors: " + file + ": the header " + fragment).c_str(), tg::SafetensorsError);
+
+    // A checkpoint's metadata: the list of parts, the optimizer's groups and
+    // options, the scheduler's learning rates.
+    Run source(1, 2);
+    const std::string good = dir.file("good.ckpt");
+    tg::save_checkpoint(good, source.parts());
+    const tg::StateDict tensors = tg::load_safetensors(good);
+    const tg::Metadata meta = tg::load_safetensors_metadata(good);
+    Run run(5, 2), control(5, 2);
+    for (const std::string key :
+         {"contents", "optimizer.param_groups", "optimizer.options", "scheduler.base_lrs"}) {
+      CAPTURE(key);
+      REQUIRE(meta.count(key) == 1);
+      tg::Metadata hostile = meta;
+      hostile[key] =
+          key == "optimizer.param_groups" ? R"([{"lr":0.1,"weight_decay":0,"params":)" + deep + "}]" : deep;
+      const std::string path = dir.file("deep.ckpt");
+      tg::save_safetensors(path, tensors, hostile);
+      tg::Checkpoint into = run.parts();
+      try {
+        tg::load_checkpoint(path, into);
+        FAIL("loaded " << key);
+      } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        CHECK(what.rfind("load_checkpoint: " + path + ": ", 0) == 0);
+        CHECK_MESSAGE(what.find(fragment) != std::string::npos, what.substr(0, 300));
+        CHECK(what.size() < 1000);  // the text is not quoted whole
+      }
+    }
+    check_same(run, control);
+  }
+
   TEST_CASE("3 epochs, or 2 epochs + save + a new process that loads and runs 1: the same bits") {
     TempDir dir;
     for (const std::string model : {"dense", "sparse", "sparse_sgd"}) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <tapegrad/tapegrad.hpp>
@@ -242,5 +243,170 @@ TEST_SUITE("threads") {
     CHECK(bn.num_batches_tracked->item() == 6.0f);  // each of the 2 shards counts as a batch
     for (float v : bn.running_var->to_vector()) CHECK(std::isfinite(v));
     CHECK(bn.running_mean->version() == 6u);
+  }
+
+  TEST_CASE(
+      "data_parallel: a leaf the forward or the loss uses that is not in parameters gets its gradient") {
+    // The plain step gives every leaf its gradient; so must the split one.
+    auto run = [](std::size_t threads) {
+      Threads t(threads);
+      Data d;
+      Model m;
+      Tensor scale({1.5f, -0.5f, 2.0f}, true), bias({0.25f}, true);  // not in m.params()
+      tg::nn::data_parallel(
+          m.params(), 37, [&](std::size_t b, std::size_t e) { return m.logits(d, b, e) * scale; },
+          [&](const Tensor& y) { return tg::cross_entropy(y, d.labels) + tg::sum(bias * bias); }, m.gen);
+      return std::vector<Array>{scale.grad_dense(), bias.grad_dense(), m.head.weight.grad_dense()};
+    };
+    const std::vector<Array> one = run(1);
+    CHECK(tg::sum(tg::abs(Tensor(one[0]))).item() > 0);
+    for (std::size_t n : {2, 3}) {
+      CAPTURE(n);
+      const std::vector<Array> many = run(n);
+      for (std::size_t i = 0; i < one.size(); ++i)
+        CHECK_MESSAGE(allclose(many[i], one[i], 1e-4, 1e-6), "grad ", i);
+    }
+  }
+
+  TEST_CASE(
+      "data_parallel: an Embedding with max_norm (it writes the weight in forward) is refused in shards") {
+    Threads threads(2);
+    tg::Generator gen(4);
+    tg::nn::Embedding emb(10, 4, {.max_norm = 0.5f}, gen);
+    tg::nn::EmbeddingBag bag(10, 4, {.mode = tg::nn::EmbeddingBagMode::sum, .max_norm = 0.5f}, gen);
+    const tg::Indices ids{1, 2, 3, 1, 5, 6};
+    const Array before = emb.weight.value(), bag_before = bag.weight.value();
+    auto loss = [](const Tensor& y) { return tg::sum(y); };
+    CHECK_THROWS_WITH_AS(
+        tg::nn::data_parallel(
+            {emb.weight}, 6,
+            [&](std::size_t b, std::size_t e) {
+              return emb(tg::index_select(ids, 0, tg::arange(int64_t(b), int64_t(e))));
+            },
+            loss),
+        doctest::Contains(
+            "Embedding: max_norm rescales rows of the weight in place during forward, which the shards "
+            "of nn::data_parallel cannot do at once"),
+        std::logic_error);
+    CHECK_THROWS_WITH_AS(tg::nn::data_parallel(
+                             {bag.weight}, 3,
+                             [&](std::size_t b, std::size_t e) {
+                               return bag.forward(
+                                   tg::index_select(ids, 0, tg::arange(int64_t(2 * b), int64_t(2 * e))),
+                                   tg::arange(int64_t(0), int64_t(2 * (e - b)), int64_t(2)));
+                             },
+                             loss),
+                         doctest::Contains("EmbeddingBag: max_norm"), std::logic_error);
+    CHECK(same_bits(emb.weight.value(), before));
+    CHECK(same_bits(bag.weight.value(), bag_before));
+    CHECK(emb.weight.grad().empty());
+    // On one thread data_parallel is the plain step, and max_norm works there.
+    Threads one(1);
+    tg::nn::data_parallel(
+        {emb.weight}, 6, [&](std::size_t, std::size_t) { return emb(ids); }, loss);
+    CHECK(!emb.weight.grad().empty());
+    CHECK(!same_bits(emb.weight.value(), before));
+  }
+
+  TEST_CASE(
+      "data_parallel: a Generator made or seeded inside a shard holds its seed; the others' draws do not "
+      "change") {
+    // The model's dropout masks with nothing else drawing, to compare against.
+    const Outcome plain = [] {
+      Threads threads(2);
+      return train(true, 0.3f);
+    }();
+    Threads threads(2);
+    Data d;
+    Model m(0.3f);
+    std::vector<std::vector<uint32_t>> drawn(2);
+    std::vector<std::string> states(2);
+    auto forward = [&](std::size_t b, std::size_t e) {
+      tg::Generator own(123);  // made inside the shard
+      tg::manual_seed(7);      // the default generator, seeded inside the shard
+      const std::size_t k = b == 0 ? 0 : 1;
+      states[k] = own.state();
+      for (int i = 0; i < 3; ++i) drawn[k].push_back(own());
+      for (int i = 0; i < 3; ++i) drawn[k].push_back(tg::default_generator()());
+      return m.logits(d, b, e);
+    };
+    tg::optim::SGD opt(m.params(), {.lr = 0.5, .momentum = 0.9});
+    const std::string default_before = tg::default_generator().state();
+    Outcome out;
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      for (auto& v : drawn) v.clear();
+      const Tensor loss = tg::nn::data_parallel(
+          m.params(), 37, forward, [&](const Tensor& y) { return tg::cross_entropy(y, d.labels); }, m.gen);
+      out.losses.push_back(loss.item());
+      for (const Tensor& p : m.params()) out.grads.push_back(p.grad().to_dense(p.shape()));
+      opt.step();
+      // Each shard drew what Generator(123) and Generator(7) draw anywhere.
+      tg::Generator g123(123), g7(7);
+      std::vector<uint32_t> expected;
+      for (int i = 0; i < 3; ++i) expected.push_back(g123());
+      for (int i = 0; i < 3; ++i) expected.push_back(g7());
+      CHECK(drawn[0] == expected);
+      CHECK(drawn[1] == expected);
+      CHECK((states[0] == tg::Generator(123).state()));
+      // The default generator holds the seed it was given: its state is seed 7's.
+      CHECK((tg::default_generator().state() == tg::Generator(7).state()));
+    }
+    tg::default_generator().set_state(default_before);
+    for (const Tensor& p : m.params()) out.params.push_back(p.value());
+    // The model's Dropout drew the masks it draws without them.
+    check_same(out, plain);
+  }
+
+  TEST_CASE("data_parallel: anomaly mode reaches every shard, in forward and in backward") {
+    Threads threads(3);
+    Tensor w({1.0f, 1.0f}, true);
+    for (std::size_t row : {0, 4, 8}) {  // in the first, the second and the last shard
+      CAPTURE(row);
+      Array x = xt::ones<float>({9, 2});
+      x(row, 0) = 0.0f;  // sqrt(0 * w): a finite value, an infinite slope
+      auto forward = [&](std::size_t b, std::size_t e) {
+        return tg::sqrt(tg::narrow(Tensor(x), 0, b, e - b) * w);
+      };
+      auto loss = [](const Tensor& y) { return tg::sum(y); };
+      auto anomaly = [&]() -> std::string {  // what AnomalyError says, "" if nothing is thrown
+        try {
+          tg::nn::data_parallel({w}, 9, forward, loss);
+        } catch (const tg::AnomalyError& e) {
+          return e.what();
+        }
+        return "";
+      };
+      {
+        tg::DetectAnomalyGuard guard;
+        std::string message = anomaly();
+        CHECK(message.find("op 'sqrt'") != std::string::npos);
+        CHECK(message.find("in the gradient of its input") != std::string::npos);
+        x(row, 0) = -1.0f;  // NaN in the forward value, found in the shard, not later in the loss's sum
+        message = anomaly();
+        CHECK(message.find("op 'sqrt'") != std::string::npos);
+        CHECK(message.find("in its forward value") != std::string::npos);
+      }
+      CHECK(w.grad().empty());
+      CHECK_NOTHROW(tg::nn::data_parallel({w}, 9, forward, loss));  // without the guard: NaN, as PyTorch
+      w.zero_grad();
+    }
+  }
+
+  TEST_CASE("data_parallel: backward() on the loss it returned says that data_parallel ran it") {
+    Threads threads(2);
+    Data d;
+    Model m;
+    for (std::size_t n : {1, 2}) {
+      Threads t(n);
+      const Tensor loss = tg::nn::data_parallel(
+          m.params(), 37, [&](std::size_t b, std::size_t e) { return m.logits(d, b, e); },
+          [&](const Tensor& y) { return tg::cross_entropy(y, d.labels); }, m.gen);
+      CHECK_THROWS_WITH_AS(
+          loss.backward(),
+          doctest::Contains("nn::data_parallel returned this loss after running its backward pass"),
+          std::logic_error);
+      CHECK_THROWS_WITH_AS(tg::grad(loss, m.params()), doctest::Contains("data_parallel"), std::logic_error);
+    }
   }
 }

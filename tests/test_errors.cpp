@@ -418,11 +418,23 @@ TEST_SUITE("errors") {
       Tensor evaluated = rig.loss();  // computed under NoGradGuard: no graph
       EXPECT_ERROR(std::logic_error, evaluated.backward(), "does not require grad", "NoGradGuard");
     }
+    {  // the loss data_parallel returns: its backward already ran (into a model of its own here)
+      Tensor w({1.0f, 2.0f}, true);
+      const Tensor dp_loss = tg::nn::data_parallel(
+          {w}, 2, [&](std::size_t b, std::size_t e) { return tg::narrow(w, 0, b, e - b); },
+          [](const Tensor& y) { return tg::sum(y); });
+      const Array w_grad = w.grad_dense();
+      EXPECT_ERROR(std::logic_error, dp_loss.backward(),
+                   "backward: nn::data_parallel returned this loss after running its backward pass",
+                   "step the optimizer");
+      CHECK(w.grad_dense() == w_grad);
+    }
     loss = control_loss = Tensor();
     check_intact(rig, control);
   }
 
-  TEST_CASE("tg::grad of a non-leaf or a repeated input; data_parallel with the wrong rows or loss") {
+  TEST_CASE(
+      "tg::grad of a non-leaf or a repeated input; data_parallel with the wrong rows or loss, or max_norm") {
     Rig rig, control;
     const std::vector<Tensor> params = rig.net.parameters();
     EXPECT_ERROR(std::invalid_argument, tg::grad(rig.loss(), {rig.logits()}),
@@ -443,6 +455,17 @@ TEST_SUITE("errors") {
       tg::NoGradGuard no_grad;
       EXPECT_ERROR(std::logic_error, tg::nn::data_parallel(params, 3, rows, loss), "data_parallel: grad mode is off");
     }
+    // A layer that writes its weight during forward (max_norm), in the shards.
+    nn::Embedding renormed(4, 3, {.max_norm = 0.1f});
+    const Array before = renormed.weight.value();
+    auto lookup = [&](std::size_t b, std::size_t e) { return renormed(tg::narrow(kinds, 0, b, e - b)); };
+    EXPECT_ERROR(
+        std::logic_error,
+        tg::nn::data_parallel({renormed.weight}, 3, lookup, [](const Tensor& y) { return tg::sum(y); }),
+        "Embedding: max_norm rescales rows of the weight in place during forward",
+        "nn::data_parallel cannot do at once", "tg::set_num_threads(1)");
+    CHECK(renormed.weight.value() == before);
+    CHECK(renormed.weight.grad().empty());
     check_intact(rig, control);
   }
 
@@ -494,6 +517,24 @@ TEST_SUITE("errors") {
     CHECK(leaf.grad().dense() == Array({2.0f, 2.0f}));
 
     loss = hidden = head_loss = total = doubled = again = Tensor();
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a module registered inside its own child; clone() of a subclass that does not override it") {
+    Rig rig, control;
+    auto holder = std::make_shared<nn::Sequential>();
+    holder->push_back(rig.net.head);
+    EXPECT_ERROR(
+        std::invalid_argument, rig.net.head->register_module("up", holder),
+        "Module: registering a tg::nn::Sequential as 'up' inside a tg::nn::Linear would make a cycle",
+        "holds that tg::nn::Linear (as '0')");
+    CHECK(rig.net.head->named_parameters().size() == 2);
+    struct Scaled : nn::Linear {  // overrides forward, inherits Linear's clone()
+      using nn::Linear::Linear;
+      Tensor forward(const Tensor& x) const override { return nn::Linear::forward(x) * 3.0f; }
+    } scaled(3, 2);
+    EXPECT_ERROR(std::logic_error, scaled.clone(), "clone: this", "Scaled's clone() makes a tg::nn::Linear",
+                 "give", "a clone() of its own");
     check_intact(rig, control);
   }
 
@@ -711,6 +752,11 @@ TEST_SUITE("errors") {
                                R"(,"data_offsets":[0,8]}})",
                            floats({1, 2})),
          "is not a list of sizes"},
+        {"deep_nesting",
+         safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(200000, '[') +
+                               std::string(200000, ']') + R"(,"data_offsets":[0,8]}})",
+                           floats({1, 2})),
+         "the header nests deeper than 128 levels"},
         {"duplicate_name",
          safetensors_bytes(R"({"a":)" + f32x2 + R"([0,8]},"a":)" + f32x2 + "[0,8]}}", floats({1, 2})),
          "the header names 'a' twice"},
@@ -736,6 +782,26 @@ TEST_SUITE("errors") {
     } catch (const tg::SafetensorsError& e) {
       CHECK(e.path == dir.file("missing.safetensors"));
     }
+    check_intact(rig, control);
+  }
+
+  TEST_CASE("a name that is not UTF-8: write_html and save_safetensors name it, and write nothing") {
+    Rig rig, control;
+    TempDir dir;
+    tg::Tensor bias = *rig.net.head->bias;
+    bias.set_name("caf\xE9.bias");  // Latin-1
+    EXPECT_ERROR(
+        std::invalid_argument, tg::write_html(rig.loss(), dir.file("page.html")),
+        "write_html: the name of a tensor in the graph, 'caf\\xE9.bias' (a leaf of shape [2]), is not "
+        "UTF-8 (byte 4 is 0xE9)",
+        "set_name()");
+    CHECK(!fs::exists(dir.file("page.html")));
+    bias.set_name("head.bias");
+    tg::StateDict state = rig.net.state_dict();
+    state["caf\xE9"] = Array{1.0f};
+    EXPECT_ERROR(std::invalid_argument, tg::save_safetensors(dir.file("m.safetensors"), state),
+                 "save_safetensors: tensor name 'caf\\xE9' is not UTF-8 (byte 4 is 0xE9)");
+    CHECK(!fs::exists(dir.file("m.safetensors")));
     check_intact(rig, control);
   }
 

@@ -647,6 +647,57 @@ TEST_SUITE("examples") {
     CHECK(loss < 0.01f);  // the classes are told apart: ln 2 = 0.69 at chance
   }
 
+  TEST_CASE("every example program answers --help with its flags and their defaults, and exits with 0") {
+    // The programs examples/meson.build builds, but the README's own (compiled from its text).
+    std::vector<std::string> programs;
+    std::ifstream build(tg::test::source_path("examples/meson.build"));
+    for (std::string line; std::getline(build, line);) {
+      const std::size_t at = line.find("executable('");
+      if (at == std::string::npos) continue;
+      const std::string name = line.substr(at + 12, line.find('\'', at + 12) - at - 12);
+      if (name.rfind("readme_", 0) != 0) programs.push_back(name);
+    }
+    REQUIRE(programs.size() >= 9);
+    for (const std::string& name : programs) {
+      CAPTURE(name);
+      for (const std::string flag : {"--help", "-h"}) {
+        const auto r = run_command(tg::test::example_path(name) + " " + flag);
+        CHECK(r.status == 0);
+        CHECK(r.output.rfind("usage:", 0) == 0);
+        CHECK(r.output.find(name) != std::string::npos);
+        CHECK(r.output.size() < 4000);  // the usage, not a run
+      }
+    }
+    // The flags and their defaults, where flags.hpp reads them.
+    auto help = run_command(tg::test::example_path("digits_mlp") + " --help").output;
+    CHECK(help.find("\n  --epochs      40\n") != std::string::npos);
+    CHECK(help.find("\n  --seed        0\n") != std::string::npos);
+    CHECK(help.find("\n  --save        (not set)\n") != std::string::npos);
+    help = run_command(tg::test::example_path("backprop_by_hand") + " --help").output;
+    CHECK(help.find("\n  --dot   (not set)\n  --html  (not set)\n") != std::string::npos);
+    CHECK(run_command(tg::test::example_path("xor_mlp") + " --help").output.find("It takes no flags.") !=
+          std::string::npos);
+    // A flag a program does not take is still refused.
+    CHECK(run_command(tg::test::example_path("xor_mlp") + " --epochs 3").status == 2);
+    CHECK(run_command(tg::test::example_path("bow_classifier") + " --help").output.find("--epochs N") !=
+          std::string::npos);
+  }
+
+  TEST_CASE(
+      "a program written against the previous release's tg::nn safetensors names still compiles and works") {
+    // tests/previous_api/nn_safetensors.cpp; tests/consumer/run checks that
+    // each old name it uses warns with the new one.
+    TempDir tmp;
+    auto r = run_command(std::string(TAPEGRAD_BUILD_DIR) + "/tests/previous_api_nn_safetensors " +
+                         tmp.path.string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("state dict: 2 tensors, the same weights: yes, epoch 3\n") != std::string::npos);
+    CHECK(r.output.find("saved again: 2 tensors\n") != std::string::npos);
+    CHECK(r.output.find("a missing file: SafetensorsError for " +
+                        (tmp.path / "model.safetensors.missing").string()) != std::string::npos);
+  }
+
   TEST_CASE("the digits and names outputs that README.md and docs/examples.md show are what the programs print") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     MESSAGE("sanitizer build: the outputs are pasted from, and checked against, the release build");

@@ -217,12 +217,23 @@ TEST_SUITE("html") {
         }
       CHECK(found);
     }
-    // mul(d, d) in mse_loss: two shares into one tensor, and its total is their sum.
-    const json& mul = data["steps"][2];
+    // mul(d, d): an op that takes one tensor twice gives it two shares, and its
+    // total is their sum.
+    tg::Tensor a = tg::Tensor({1.0f, -2.0f}, true).set_name("a");
+    tg::Tensor d = a * 3.0f;
+    const tg::Tensor twice = tg::sum(d * d);
+    const std::string twice_file = dir.file("twice.html");
+    tg::write_html(twice, twice_file);
+    const json twice_data = page_data(tg::test::read_file(twice_file));
+    {
+      tg::RetainAllGradsGuard keep;
+      twice.backward();
+    }
+    const json& mul = twice_data["steps"][1];
     REQUIRE(mul["inputs"].size() == 2);
     CHECK(mul["inputs"][0]["t"] == mul["inputs"][1]["t"]);
-    CHECK(mul["inputs"][0]["total"]["v"] == fmt_all(ops[3]->output.lock()->grad.dense()));
-    CHECK(mul["inputs"][0]["share"]["v"] == fmt_all(tg::Array(ops[3]->output.lock()->grad.dense() / 2.0f)));
+    CHECK(mul["inputs"][0]["total"]["v"] == fmt_all(d.grad().dense()));
+    CHECK(mul["inputs"][0]["share"]["v"] == fmt_all(tg::Array(d.grad().dense() / 2.0f)));
   }
 
   TEST_CASE("write_html: a sparse gradient shows its rows, and the leaves' gradients are backward()'s") {
@@ -306,6 +317,17 @@ TEST_SUITE("html") {
       CHECK_THROWS_WITH_AS(tg::write_html(net.loss, dir.file("no/such/dir/page.html")),
                            doctest::Contains("no/such/dir/page.html"), std::runtime_error);
     for (const tg::Tensor& p : net.params()) CHECK(p.grad().empty());  // every failure left them alone
+
+    // A name that is not UTF-8 (Latin-1's e-acute, 0xE9): the page is UTF-8 text.
+    net.fc2.bias->set_name("caf\xE9.bias");
+    CHECK_THROWS_WITH_AS(
+        tg::write_html(net.loss, dir.file("page.html")),
+        "write_html: the name of a tensor in the graph, 'caf\\xE9.bias' (a leaf of shape [1]), is "
+        "not UTF-8 (byte 4 is 0xE9); a page holds UTF-8 text: give it a UTF-8 name with set_name()",
+        std::invalid_argument);
+    CHECK(!fs::exists(dir.file("page.html")));
+    for (const tg::Tensor& p : net.params()) CHECK(p.grad().empty());
+    net.fc2.bias->set_name("fc2.bias");
 
     // After a backward() that released the graph there is nothing to replay.
     net.loss.backward();

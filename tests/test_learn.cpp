@@ -366,7 +366,7 @@ TEST_SUITE("learn") {
 
     // The picture holds a gradient at every node: the loss's 1 and the tanh output's.
     const std::string text = check_dot_file(dot, "fc1.weight");
-    CHECK(text.find("mul_scalar [") != std::string::npos);
+    CHECK(text.find("mse_loss [") != std::string::npos);
     std::size_t with_grad = 0, boxes = 0;
     for (const std::string& line : lines_of(text)) {
       if (line.find("[label=") == std::string::npos || line.find("shape=box") == std::string::npos) continue;

@@ -122,6 +122,32 @@ TEST_SUITE("train") {
     CHECK(read_csv(path).features.value()(0, 0) == 0.1f);
   }
 
+  TEST_CASE(
+      "read_csv: a number below float32's range reads as the nearest float, 0 or a subnormal, as NumPy") {
+    TempDir dir;
+    const std::string path = dir.file("tiny.csv");
+    // NumPy's np.loadtxt(..., dtype=np.float32): 0, -0, 9.99995e-41, 0, 0, 1.4013e-45.
+    const std::vector<std::string> fields = {"1e-50", "-1e-50", "1e-40", "7e-46", "1e-400", "1.5e-45"};
+    std::string line;
+    for (const std::string& f : fields) line += f + ",";
+    write(path, line + "0\n");
+    const CsvData d = read_csv(path);
+    REQUIRE(d.features.shape() == tg::Shape{1, fields.size()});
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      CAPTURE(fields[i]);
+      const float nearest = std::strtof(fields[i].c_str(), nullptr);  // C's correctly rounded reading
+      const float got = d.features.value()(0, i);
+      CHECK(got == nearest);
+      CHECK(std::signbit(got) == std::signbit(nearest));
+    }
+    CHECK(std::signbit(d.features.value()(0, 1)));  // -1e-50 is -0
+    CHECK(d.features.value()(0, 2) > 0);            // a subnormal, not 0
+    // Past the largest float there is no nearest finite one: refused, as before.
+    write(path, "1e39,0\n");
+    CHECK_THROWS_WITH_AS(read_csv(path), doctest::Contains("'1e39' is not a finite number"),
+                         tg::data::FileError);
+  }
+
   TEST_CASE("read_csv: a header is skipped whatever it holds; skip_rows skips lines before it") {
     TempDir dir;
     const std::string path = dir.file("d.csv");

@@ -30,6 +30,52 @@ struct Bare : nn::Module {
   Bare() { register_parameter("w", tg::ones({2})); }
 };
 
+// A Linear that doubles its output: it overrides forward() but not clone(),
+// so the clone() it inherits (Linear's) would make a plain Linear.
+struct Doubled : nn::Linear {
+  using nn::Linear::Linear;
+  Tensor forward(const Tensor& x) const override { return nn::Linear::forward(x) * 2.0f; }
+};
+// The same with a clone() of its own.
+struct DoubledClone : Doubled {
+  using Doubled::Doubled;
+  std::shared_ptr<nn::Module> clone() const override {
+    tg::Generator unused;  // copy_into overwrites the fresh weights
+    return copy_into(std::make_shared<DoubledClone>(in_features(), out_features(), bias.has_value(), unused));
+  }
+};
+
+// One Linear used twice, registered under two names by its constructor, so
+// that a copy built by clone() is tied the same way.
+struct TiedTwice : nn::Module {
+  std::shared_ptr<nn::Linear> first, second;
+  explicit TiedTwice(bool tie = true) {
+    tg::Generator gen(1);
+    first = register_module("first", nn::Linear(2, 2, true, gen));
+    second = register_module("second", tie ? first : std::make_shared<nn::Linear>(2, 2, true, gen));
+  }
+  Tensor forward(const Tensor& x) const override { return (*second)(tg::tanh((*first)(x))); }
+};
+struct CloneKeepsTie : TiedTwice {
+  using TiedTwice::TiedTwice;
+  std::shared_ptr<nn::Module> clone() const override { return copy_into(std::make_shared<CloneKeepsTie>()); }
+};
+struct CloneLosesTie : TiedTwice {
+  using TiedTwice::TiedTwice;
+  std::shared_ptr<nn::Module> clone() const override {
+    return copy_into(std::make_shared<CloneLosesTie>(false));
+  }
+};
+
+// One SGD step on the sum of m(x), then m(x).
+std::vector<float> stepped(nn::Module& m, const Tensor& x) {
+  tg::optim::SGD opt(m.parameters(), {.lr = 0.5f});
+  tg::sum(m(x)).backward();
+  opt.step();
+  tg::NoGradGuard no_grad;
+  return m(x).to_vector();
+}
+
 // Every parameter of a, as values, in order.
 std::vector<std::vector<float>> values_of(const nn::Module& m) {
   std::vector<std::vector<float>> out;
@@ -140,6 +186,64 @@ TEST_SUITE("nn") {
     CHECK_FALSE(emb_copy->weight.is_same(emb.weight));
     CHECK(bag_copy->forward(ids, Indices{0, 1}).to_vector() == bag.forward(ids, Indices{0, 1}).to_vector());
     CHECK_FALSE(bag_copy->weight.is_same(bag.weight));
+  }
+
+  TEST_CASE("clone() keeps a module used twice tied, as copy.deepcopy does") {
+    tg::Generator gen(6);
+    auto l = std::make_shared<nn::Linear>(2, 2, true, gen);
+    nn::Sequential seq(l, nn::Tanh(), l);  // PyTorch: the copy has 2 parameters, c[0] is c[2]
+    const std::shared_ptr<nn::Module> copy = seq.clone();
+    CHECK(copy->parameters().size() == 2);
+    CHECK(copy->state_dict().size() == 4);
+    const auto& s = dynamic_cast<const nn::Sequential&>(*copy);
+    CHECK(s.ptr(0) == s.ptr(2));
+    CHECK_FALSE(s.at<nn::Linear>(0).weight.is_same(l->weight));
+    // Trained the same way, the copy and the original stay equal.
+    const Tensor x = tg::tensor({0.5f, -1.0f, 2.0f, 0.25f}, {2, 2});
+    CHECK(stepped(*copy, x) == stepped(seq, x));
+
+    // A module of one's own whose clone() builds the same ties keeps them.
+    CloneKeepsTie tied;
+    const auto tied_copy = tied.clone();
+    CHECK(tied_copy->parameters().size() == 2);
+    CHECK(stepped(*tied_copy, x) == stepped(tied, x));
+    // One whose clone() does not is refused, naming both names, not copied untied.
+    CHECK_THROWS_WITH_AS(
+        CloneLosesTie().clone(),
+        doctest::Contains("'first.weight' and 'second.weight' are one tensor, but in the copy its "
+                          "clone() built two"),
+        std::logic_error);
+  }
+
+  TEST_CASE(
+      "clone() of a subclass that does not override it throws naming the class; one that does clones as "
+      "itself") {
+    tg::Generator gen(8);
+    Doubled doubled(3, 2, true, gen);
+    CHECK_THROWS_WITH_AS(doubled.clone(),
+                         doctest::Contains("clone: this (anonymous namespace)::Doubled's clone() makes a "
+                                           "tg::nn::Linear"),
+                         std::logic_error);
+    // Inside a Sequential too (whose own clone would otherwise cast a Linear to a Doubled).
+    nn::Sequential seq(Doubled(3, 2, true, gen), nn::Tanh());
+    CHECK_THROWS_WITH_AS(seq.clone(), doctest::Contains("Doubled's clone() makes a tg::nn::Linear"),
+                         std::logic_error);
+    // A subclass of Sequential is a Sequential's subclass like any other.
+    struct Stack : nn::Sequential {
+      Stack() : nn::Sequential(nn::Tanh()) {}
+    };
+    CHECK_THROWS_WITH_AS(Stack().clone(), doctest::Contains("Stack's clone() makes a tg::nn::Sequential"),
+                         std::logic_error);
+
+    DoubledClone own(3, 2, true, gen);
+    nn::Sequential with_own(std::make_shared<DoubledClone>(3, 2, true, gen), nn::Tanh());
+    const Tensor x = tg::tensor({1.0f, 2.0f, 3.0f}, {1, 3});
+    const auto copy = own.clone();
+    CHECK(dynamic_cast<DoubledClone*>(copy.get()) != nullptr);
+    CHECK((*copy)(x).to_vector() == own(x).to_vector());
+    const auto seq_copy = std::static_pointer_cast<nn::Sequential>(with_own.clone());
+    CHECK(seq_copy->ptr<DoubledClone>(0) != nullptr);
+    CHECK((*seq_copy)(x).to_vector() == with_own(x).to_vector());
   }
 
   TEST_CASE("a tensor registered twice is one parameter: listed, clipped and stepped once") {

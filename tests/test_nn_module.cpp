@@ -178,6 +178,34 @@ TEST_SUITE("nn") {
     CHECK(model.emb->is_training());
   }
 
+  TEST_CASE("a module registered inside itself or inside its own child is refused, naming both") {
+    auto outer = std::make_shared<nn::Sequential>(nn::Linear(2, 2));
+    auto inner = std::make_shared<nn::Sequential>(nn::Tanh());
+    auto leaf = std::make_shared<nn::Linear>(2, 2);
+    outer->push_back(inner);  // "1"
+    inner->register_module("fc", leaf);
+    CHECK_THROWS_WITH_AS(
+        inner->register_module("back", outer),
+        "Module: registering a tg::nn::Sequential as 'back' inside a tg::nn::Sequential would make "
+        "a cycle: the tg::nn::Sequential holds that tg::nn::Sequential (as '1')",
+        std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        leaf->register_module("top", outer),
+        doctest::Contains("registering a tg::nn::Sequential as 'top' inside a tg::nn::Linear would make a "
+                          "cycle: the tg::nn::Sequential holds that tg::nn::Linear (as '1.fc')"),
+        std::invalid_argument);
+    CHECK_THROWS_WITH_AS(outer->register_module("self", outer),
+                         "Module: a tg::nn::Sequential cannot be registered inside itself (as 'self')",
+                         std::invalid_argument);
+    // Nothing was added: the parameters are listed as before, without recursing forever.
+    CHECK(outer->named_parameters().size() == 4);
+    CHECK(inner->named_parameters().size() == 2);
+    CHECK(leaf->named_parameters().size() == 2);
+    // The same module in two places is not a cycle.
+    CHECK_NOTHROW(outer->register_module("again", leaf));
+    CHECK(outer->named_parameters().size() == 4);
+  }
+
   TEST_CASE("state_dict copies values; load_state_dict copies them back") {
     tg::Generator gen(2);
     TinyModel a(gen), b(gen);
@@ -245,8 +273,15 @@ TEST_SUITE("nn") {
           tg::Metadata{{"format", "np"}, {"note", "line\nbreak \"quoted\""}});
     CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"__metadata__", Array{1.0f}}}),
                          doctest::Contains("'__metadata__' cannot name a tensor"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(tg::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
-                         doctest::Contains("must be valid UTF-8"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        tg::save_safetensors(path, {{"bad\xff", Array{1.0f}}}),
+        "save_safetensors: tensor name 'bad\\xFF' is not UTF-8 (byte 4 is 0xFF); a safetensors "
+        "header is JSON, UTF-8 text",
+        std::invalid_argument);
+    CHECK_THROWS_WITH_AS(
+        tg::save_safetensors(path, odd, {{"note", "caf\xe9"}}),
+        doctest::Contains("metadata value of 'note', 'caf\\xE9' is not UTF-8 (byte 4 is 0xE9)"),
+        std::invalid_argument);
     CHECK(tg::load_safetensors_metadata(path).at("format") == "np");  // the failed saves changed nothing
   }
 

@@ -2,6 +2,8 @@
 // and against PyTorch where tests/data/core_reference.json has the op.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <tapegrad/tapegrad.hpp>
 
 #include "helpers.hpp"
@@ -175,6 +177,19 @@ TEST_SUITE("core.ops") {
     CHECK_THROWS_WITH_AS(tg::one_hot(tg::Indices{0, 4}, 4), doctest::Contains("one_hot: index 4"),
                          std::out_of_range);
     CHECK_THROWS_AS(tg::one_hot(tg::Indices{-1}, 3), std::out_of_range);
+    // Sizes from a label value are checked as the factories check theirs: one
+    // whose element count overflows is a length_error naming one_hot (before,
+    // 2^62 classes wrapped a stride around), and so is the largest int64 label
+    // with num_classes = -1 (max + 1 overflows).
+    const int64_t huge = int64_t{1} << 62;
+    CHECK_THROWS_WITH_AS(tg::one_hot(tg::Indices{0, huge - 1}, huge), doctest::Contains("one_hot"), std::length_error);
+    CHECK_THROWS_WITH_AS(tg::one_hot(tg::Indices{std::numeric_limits<int64_t>::max()}), doctest::Contains("one_hot"),
+                         std::length_error);
+    // A size that fits the addresses but not the memory: OutOfMemory naming one_hot
+    // (AddressSanitizer's allocator stops the program there instead of throwing).
+    if (!tg::test::address_sanitizer)
+      CHECK_THROWS_WITH_AS(tg::one_hot(tg::Indices{0, 1}, int64_t{9} << 50), doctest::Contains("one_hot"),
+                           tg::OutOfMemory);
   }
 
   TEST_CASE("PyTorch parity: log_softmax, softmax, cross_entropy, matmul, linear, mse_loss") {

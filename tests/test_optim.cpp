@@ -903,7 +903,7 @@ TEST_SUITE("optim") {
             "param_groups",
             R"([{"lr": -0.1, "weight_decay": 0, "params": [0]}, {"lr": 0.1, "weight_decay": 0, "params": [1]}])"),
         "param group 0: invalid lr -0.1");
-    expect(with_meta("param_groups", "not json"), "\"param_groups\" is not a JSON list");
+    expect(with_meta("param_groups", "not json"), "\"param_groups\" is not valid JSON");
     expect(
         with_meta("options",
                   R"({"betas": [0.9, 1.5], "eps": 1e-8, "amsgrad": true, "decoupled_weight_decay": false})"),

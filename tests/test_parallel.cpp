@@ -148,7 +148,8 @@ TEST_SUITE("threads") {
   TEST_CASE("set_num_threads refuses 0 and keeps the count") {
     Threads threads(2);
     CHECK_THROWS_WITH_AS(tg::set_num_threads(0),
-                         "set_num_threads: the number of threads must be at least 1, got 0", std::invalid_argument);
+                         "set_num_threads: the number of threads must be at least 1, got 0",
+                         std::invalid_argument);
     CHECK(tg::get_num_threads() == 2);
   }
 
@@ -171,8 +172,8 @@ TEST_SUITE("threads") {
       Mode mode;
       bool adam, weights;
     };
-    for (const Case c : {Case{Mode::sum, true, false}, Case{Mode::sum, false, true}, Case{Mode::mean, true, false},
-                         Case{Mode::max, false, false}}) {
+    for (const Case c : {Case{Mode::sum, true, false}, Case{Mode::sum, false, true},
+                         Case{Mode::mean, true, false}, Case{Mode::max, false, false}}) {
       CAPTURE(static_cast<int>(c.mode));
       CAPTURE(c.adam);
       Outcome one, two, three;
@@ -227,7 +228,44 @@ TEST_SUITE("threads") {
     }
   }
 
-  TEST_CASE("matrix products split by rows: the same bits run to run on a thread count, close across counts") {
+  TEST_CASE(
+      "elementwise ops, sums, softmax and layer_norm split across threads: the same bits on 1, 2 and 3") {
+    // Each element (and each sum) is computed by the same operations in the
+    // same order whichever thread holds it: sums are cut into blocks by their
+    // length, not by the thread count (core/kernels/).
+    auto run = [] {
+      tg::Generator gen(3);
+      Tensor a = tg::randn({300, 1000}, gen, true), row = tg::randn({1000}, gen, true),
+             col = tg::randn({300, 1}, gen, true), w = tg::randn({1000}, gen, true);
+      Tensor h = tg::tanh(a * row + col);
+      Tensor s =
+          tg::softmax(h, -1) + tg::log_softmax(h, 0) + tg::exp(tg::layer_norm(h, {1000}, w, std::nullopt));
+      Tensor loss = tg::sum(s) + tg::mean(tg::sum(tg::sigmoid(s), 0)) + tg::mse_loss(tg::relu(s), h);
+      loss = loss + tg::sum(tg::transpose(s, 0, 1) * 0.5f);
+      loss.backward();
+      return std::vector<Array>{s.value(),          loss.value(),       a.grad().dense(),
+                                row.grad().dense(), col.grad().dense(), w.grad().dense()};
+    };
+    std::vector<Array> one;
+    {
+      Threads threads(1);
+      one = run();
+    }
+    for (std::size_t n : {2, 3}) {
+      CAPTURE(n);
+      Threads threads(n);
+      const std::size_t before = tg::detail::split_loops();
+      const std::vector<Array> many = run();
+      CHECK(tg::detail::split_loops() > before);
+      for (std::size_t i = 0; i < one.size(); ++i) {
+        CAPTURE(i);
+        CHECK(same_bits(many[i], one[i]));
+      }
+    }
+  }
+
+  TEST_CASE(
+      "matrix products split by rows: the same bits run to run on a thread count, close across counts") {
     // Each block of rows is one BLAS call, whose kernels may round a block's
     // edge rows differently from the same rows inside a larger call: the
     // bits are promised for one thread count, not across counts. Across
@@ -238,7 +276,8 @@ TEST_SUITE("threads") {
     struct Shapes {
       std::size_t rows, in, out;
     };
-    for (const Shapes sh : {Shapes{32, 3000, 64}, Shapes{37, 129, 65}, Shapes{512, 64, 192}, Shapes{3, 5000, 7}}) {
+    for (const Shapes sh :
+         {Shapes{32, 3000, 64}, Shapes{37, 129, 65}, Shapes{512, 64, 192}, Shapes{3, 5000, 7}}) {
       CAPTURE(sh.rows);
       CAPTURE(sh.in);
       const std::size_t batch = 4;
@@ -254,19 +293,19 @@ TEST_SUITE("threads") {
         y.backward(gy);
         z.backward(gz);
         return std::vector<Array>{y.value(), tx.grad().dense(), tw.grad().dense(), tbias.grad().dense(),
-                                  z.value(),  ta.grad().dense(), tb.grad().dense()};
+                                  z.value(), ta.grad().dense(), tb.grad().dense()};
       };
       // What bounds each result's rounding: sum |a_i b_i| over its k terms.
       using tg::test::abs_product;
       const Array ones = xt::ones<float>({sh.rows, std::size_t{1}});
       const std::vector<tg::test::Bound> bounds = {
           abs_product(x, w, false, true, sh.in, tg::test::abs_values(bias)),  // y = x W^T + b
-          abs_product(gy, w, false, false, sh.out),                                       // dx = gy W
-          abs_product(gy, x, true, false, sh.rows),                                       // dW = gy^T x
-          abs_product(ones, gy, true, false, sh.rows),                                    // db = 1^T gy
-          abs_product(a, b, false, false, sh.in, {}, batch),                              // z = a b
-          abs_product(gz, b, false, true, sh.out, {}, batch),                             // da = gz b^T
-          abs_product(a, gz, true, false, sh.rows, {}, batch),                            // db = a^T gz
+          abs_product(gy, w, false, false, sh.out),                           // dx = gy W
+          abs_product(gy, x, true, false, sh.rows),                           // dW = gy^T x
+          abs_product(ones, gy, true, false, sh.rows),                        // db = 1^T gy
+          abs_product(a, b, false, false, sh.in, {}, batch),                  // z = a b
+          abs_product(gz, b, false, true, sh.out, {}, batch),                 // da = gz b^T
+          abs_product(a, gz, true, false, sh.rows, {}, batch),                // db = a^T gz
       };
       std::vector<Array> one;
       {

@@ -1,6 +1,6 @@
 // Making tensors from plain C++ data (tensor, indices, arange) and printing
 // them: the printed form is compared with what PyTorch prints for the same
-// values (tests/data/core_reference.json, key "print").
+// values (tests/data/core_reference.json, keys "print" and "print_sparse").
 #include <doctest/doctest.h>
 
 #include <sstream>
@@ -23,6 +23,12 @@ std::string printed(const T& x) {
   return s.str();
 }
 
+// Whether `std::cout << x` compiles for an x of type T.
+template <class T>
+concept Printable = requires(std::ostream& os, const T& x) {
+  os << x;
+};
+
 }  // namespace
 
 // A namespace with an operator<< of its own hides the global ones from
@@ -35,6 +41,11 @@ struct Unrelated {};
 std::string print_both(const Tensor& t, const Indices& i) {
   std::ostringstream s;
   s << t << " " << i;
+  return s.str();
+}
+std::string print_array(const Array& a, const tg::Grad& g) {
+  std::ostringstream s;
+  s << a << " " << g;
   return s.str();
 }
 }  // namespace elsewhere
@@ -139,5 +150,59 @@ TEST_SUITE("core.print") {
   TEST_CASE("printing works from any namespace") {
     CHECK(elsewhere::print_both(Tensor({0.5f}), Indices{1, 2}) ==
           "tensor([0.5000], shape=[1]) tensor([1, 2], shape=[2])");
+    const Array a{0.5f, -1.25f};
+    CHECK(elsewhere::print_array(a, tg::Grad(a)) == printed(Tensor(a)) + " " + printed(Tensor(a)));
+  }
+
+  TEST_CASE("an Array prints its float values as a Tensor of them does, never as integers") {
+    Tensor t({3.0f, -0.5f, 5.5f}, true);
+    tg::sum(t * t).backward();  // grad 2t = [6, -1, 11]
+    CHECK(printed(t.value()) == printed(t.detach()));
+    CHECK(printed(t.value()).find("-0.5000") != std::string::npos);
+    CHECK(printed(t.grad_dense()) == printed(Tensor(t.grad_dense())));
+    // Any expression or fixed-rank array of floats is evaluated and printed the same way.
+    CHECK(printed(t.value() * 0.5f) == printed(Tensor(Array(t.value() * 0.5f))));
+    const xt::xtensor<float, 2> m = {{0.25f, 1.5f}, {2.0f, -3.0f}};
+    CHECK(printed(m) == printed(Tensor(Array(m))));
+    // Integer arrays and expressions print as Indices.
+    const xt::xarray<int> small{1, -2};
+    CHECK(printed(small) == printed(Indices{1, -2}));
+    CHECK(printed(Indices{4, 5} + int64_t{1}) == printed(Indices{5, 6}));
+  }
+
+  TEST_CASE("a gradient slot prints its dense Array, its SparseRows, or None before backward()") {
+    Tensor t({3.0f, -0.5f}, true);
+    CHECK(printed(t.grad()) == "None");  // print(t.grad) in Python
+    tg::sum(t * t).backward();
+    CHECK(printed(t.grad()) == printed(Tensor(t.grad().dense())));
+    CHECK(printed(t.grad()).find("-1.") != std::string::npos);
+
+    tg::nn::Embedding emb(5, 3, {.sparse = true});
+    tg::sum(emb(Indices{1, 3, 1})).backward();
+    REQUIRE(emb.weight.grad().is_sparse());
+    CHECK(printed(emb.weight.grad()) == printed(emb.weight.grad().sparse()));
+  }
+
+  TEST_CASE("SparseRows print as PyTorch prints the same sparse tensor") {
+    const auto& cases = tg::test::reference("core_reference").at("print_sparse");
+    REQUIRE(cases.size() >= 3);
+    for (const auto& c : cases) {
+      const std::string expected = c.at("expected").get<std::string>();
+      CAPTURE(expected);
+      const Array values = tg::test::to_array(c.at("values"));
+      tg::SparseRows s{c.at("rows").get<std::vector<int64_t>>(), values, c.at("num_rows").get<std::size_t>()};
+      CHECK(printed(s) == expected);
+      CHECK(printed(tg::Grad(s)) == expected);
+    }
+  }
+
+  TEST_CASE("what a user may stream prints values; what would print wrong does not compile") {
+    static_assert(Printable<Tensor> && Printable<Array> && Printable<Indices> && Printable<tg::Grad> &&
+                  Printable<tg::SparseRows> && Printable<xt::xtensor<float, 2>>);
+    // A Shape has no printer of its own (tg::shape_str(shape) gives "[2, 3]"), and
+    // a bool array is neither floats nor indices: neither converts to one that prints.
+    static_assert(!Printable<tg::Shape> && !Printable<tg::Dims> && !Printable<xt::xarray<bool>>);
+    static_assert(!Printable<tg::Generator> && !Printable<tg::nn::Linear>);
+    CHECK(tg::shape_str(Tensor(Array{{1.0f, 2.0f}}).shape()) == "[1, 2]");
   }
 }

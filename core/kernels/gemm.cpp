@@ -20,8 +20,8 @@ namespace tg::kernels {
 // thread count gives the same blocks and so the same bits; across counts a
 // row may round differently at a block's edge, within the bound of any
 // summation order (tests/test_parallel.cpp).
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* A, const float* B,
-          float* C, bool accumulate) {
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const float* A,
+          const float* B, float* C, bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: BLAS would reject the zero leading dimension
     if (!accumulate) std::fill(C, C + m * n, 0.0f);

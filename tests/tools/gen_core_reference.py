@@ -6,6 +6,8 @@ Run with Debian's python3-torch:  /usr/bin/python3 tests/tools/gen_core_referenc
 Inputs are drawn here and stored in the file, so the C++ side uses the same numbers.
 """
 
+import re
+
 import torch
 
 from reference import arr, iarr, write
@@ -155,4 +157,24 @@ prints = [
     print_case(F(7)),
 ]
 
-write("core_reference", ref, print=prints)
+
+
+# ---- printing a sparse gradient (SparseRows): PyTorch's repr of the same
+# coalesced sparse tensor (row ids as indices [1, nnz]), with tapegrad's names
+# for its size and layout.
+def sparse_print_case(rows, values, num_rows):
+    t = torch.sparse_coo_tensor(torch.tensor([rows], dtype=torch.long).reshape(1, -1), values,
+                                (num_rows, values.shape[1])).coalesce()
+    text = re.sub(r"size=\((\d+), (\d+)\)", r"shape=[\1, \2]", repr(t))
+    return {"rows": rows, "values": arr(values), "num_rows": num_rows,
+            "expected": text.replace("layout=torch.sparse_coo", "layout=sparse_rows")}
+
+
+sparse_prints = [
+    sparse_print_case([1, 3], F([[2.0, 2.0, 2.0], [1.0, 1.0, 1.0]]), 5),
+    sparse_print_case([], torch.zeros(0, 3), 5),
+    sparse_print_case([0, 7, 9], torch.randn(3, 4) * 1000, 10),
+    sparse_print_case(list(range(0, 800, 2)), torch.randn(400, 3), 800),
+]
+
+write("core_reference", ref, print=prints, print_sparse=sparse_prints)
