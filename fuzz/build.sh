@@ -35,7 +35,7 @@ libs=$(pkg-config --libs openblas)
   echo "  command = \$cxx -fsanitize=fuzzer,address,undefined \$in -o \$out $libs"
   echo "  description = LINK \$out"
   objects=()
-  for src in "$root"/core/*.cpp "$root"/core/kernels/*.cpp "$root"/nn/*.cpp "$root"/data/*.cpp; do
+  for src in "$root"/core/*.cpp "$root"/core/ops/*.cpp "$root"/core/kernels/*.cpp "$root"/nn/*.cpp "$root"/data/*.cpp; do
     rel=${src#"$root"/}
     obj="obj/${rel%.cpp}.o"
     echo "build $obj: cc $src"

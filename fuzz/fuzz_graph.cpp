@@ -2009,13 +2009,13 @@ const Op ops[] = {
      [](const Vals& x, const Params& p, Check&, const Val*) {
        return sum_axis(*x[0], axis(p.dim0, x[0]->shape.size()), p.keepdim);
      }},
-    {"mean", "mul_scalar", draw_unary,
+    {"mean", "mean", draw_unary,
      [](const Shapes& s, const Params&) { return numel(s[0]) == 0 ? fails_shape() : gives({}); },
      [](const Tensors& t, const Params&) { return tg::mean(t[0]); },
      [](const Vals& x, const Params&, Check&, const Val*) {
        return scale(sum_all(*x[0]), 1.0 / static_cast<double>(x[0]->v.size()));
      }},
-    {"mean", "mul_scalar", draw_dim,
+    {"mean", "mean", draw_dim,
      [](const Shapes& s, const Params& p) { return predict_reduce(s, p, true); },
      [](const Tensors& t, const Params& p) { return tg::mean(t[0], p.dim0, p.keepdim); },
      [](const Vals& x, const Params& p, Check&, const Val*) {
