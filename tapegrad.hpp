@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/array.hpp"
+#include "core/conv.hpp"
 #include "core/csr_batch.hpp"
 #include "core/debug.hpp"        // moved to inspect/debug.hpp: forwards there
 #include "core/factories.hpp"
@@ -13,6 +14,7 @@
 #include "core/gradcheck.hpp"    // moved to inspect/gradcheck.hpp: forwards there
 #include "core/kernels/parallel.hpp"
 #include "core/ops.hpp"
+#include "core/ops_nn.hpp"
 #include "core/parallel.hpp"     // moved to core/kernels/parallel.hpp: forwards there
 #include "core/safetensors.hpp"  // moved to io/safetensors.hpp: forwards there
 #include "core/sparse_rows.hpp"
@@ -31,7 +33,9 @@
 #include "inspect/gradcheck.hpp"
 #include "io/safetensors.hpp"
 #include "nn/attention.hpp"
+#include "nn/batch_norm.hpp"
 #include "nn/clip_grad.hpp"
+#include "nn/conv.hpp"
 #include "nn/data_parallel.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"
@@ -40,6 +44,7 @@
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
 #include "nn/module.hpp"
+#include "nn/rnn.hpp"
 #include "nn/safetensors.hpp"  // deprecated tg::nn:: names of io/safetensors.hpp's
 #include "nn/sequential.hpp"
 #include "optim/adam.hpp"

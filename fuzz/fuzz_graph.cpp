@@ -1,5 +1,7 @@
 // Random programs on the tape, built from fuzz bytes: ops drawn from a table
-// (every differentiable op of core/ops.hpp, plus nn::Embedding and
+// (every differentiable op of core/ops.hpp; conv2d, max_pool2d, avg_pool2d,
+// softplus, log_sigmoid, logsumexp and binary_cross_entropy_with_logits of
+// core/conv.hpp and core/ops_nn.hpp; nn::Embedding and
 // nn::EmbeddingBag; dropout gets a generator of its own, whose mask the
 // reference replays) on tiny tensors, with broadcasting, a tensor used several
 // times (x * x, diamonds), outputs dropped at once or later, ops under
@@ -47,6 +49,7 @@
 // ops saw. The reference models this by treating a write as adding a constant
 // to the tensor (same shape) or replacing it by a constant (new shape).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -66,8 +69,10 @@
 
 #include <xtensor/xadapt.hpp>
 
+#include "core/conv.hpp"
 #include "inspect/debug.hpp"
 #include "core/ops.hpp"
+#include "core/ops_nn.hpp"
 #include "core/tape.hpp"
 #include "fuzz_common.hpp"
 #include "nn/embedding.hpp"
@@ -333,6 +338,12 @@ struct Params {
   bool train = true;
   uint32_t seed = 0;         // of the generator dropout draws its mask from
   std::vector<double> mask;  // that mask, replayed (train, 0 < p <= 1)
+  // conv2d and pooling: the window's sizes, [height, width] each; groups; pooling's options
+  struct {
+    std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  } win;
+  int64_t groups = 1;
+  bool default_stride = false, ceil_mode = false, count_include_pad = true;
 };
 
 // What an op must do with these shapes: succeed with shape `out`, or throw one
@@ -1623,6 +1634,231 @@ void check_gelu(const Tensors& t, const Params& p, const Tensor& out, const std:
   }
 }
 
+// --- softplus, log_sigmoid, logsumexp, binary_cross_entropy_with_logits
+
+// beta from the scalars (negative ones too); the threshold stays PyTorch's 20,
+// beyond which softplus is x itself (a jump of log1p(exp(-20)) / beta, far
+// below the tolerances).
+double softplus_of(double a, double beta) {
+  return beta * a > 20.0 ? a : std::log1p(std::exp(beta * a)) / beta;
+}
+
+double log_sigmoid_of(double a) {
+  return std::min(a, 0.0) - std::log1p(std::exp(-std::abs(a)));
+}
+
+Val ref_logsumexp(const Vals& x, const Params& p, Check& c, const Val*) {
+  const Val& a = *x[0];
+  const std::size_t ax = axis(p.dim0, a.shape.size());
+  const Split s = split(a.shape, ax);
+  c.wild |= s.n == 0;  // -inf: an empty sum
+  Val r = zeros(reduce_shape(a.shape, ax, p.keepdim));
+  for (std::size_t o = 0; o < s.outer; ++o)
+    for (std::size_t i = 0; i < s.inner; ++i) {
+      double m = -INFINITY, z = 0;
+      for (std::size_t j = 0; j < s.n; ++j) m = std::max(m, a.v[(o * s.n + j) * s.inner + i]);
+      for (std::size_t j = 0; j < s.n; ++j) z += std::exp(a.v[(o * s.n + j) * s.inner + i] - m);
+      r.v[o * s.inner + i] = std::log(z) + m;
+    }
+  return r;
+}
+
+// Logits and targets of one shape (targets any real number, as PyTorch takes them).
+Val ref_bce_with_logits(const Vals& x, const Params& p, Check&, const Val*) {
+  return reduce(binary(*x[0], *x[1], [](double a, double t) { return (1 - t) * a - log_sigmoid_of(a); }),
+                p.reduction);
+}
+
+// --- conv2d, max_pool2d, avg_pool2d on small images [N, C, H, W] (or [C, H, W]);
+// now and then a stride, padding, dilation, kernel or group count that does not fit.
+
+struct Geometry {  // an input seen as [N, C, H, W], and the window's sizes
+  bool batched = true;
+  std::size_t n = 0, c = 0, h = 0, w = 0;
+};
+
+std::optional<Geometry> image(const Shape& s) {
+  if (s.size() != 3 && s.size() != 4) return std::nullopt;
+  Geometry g;
+  g.batched = s.size() == 4;
+  g.n = g.batched ? s[0] : 1;
+  g.c = s[g.batched];
+  g.h = s[s.size() - 2];
+  g.w = s.back();
+  if (g.c == 0 || g.h == 0 || g.w == 0) return std::nullopt;
+  return g;
+}
+
+Shape image_shape(const Geometry& g, std::size_t c, std::size_t oh, std::size_t ow) {
+  return g.batched ? Shape{g.n, c, oh, ow} : Shape{c, oh, ow};
+}
+
+// Stride, padding and dilation: mostly 1, 0 and 1; now and then 2, 0 or -1.
+void draw_window(Program& pr, Params& p, bool pooling) {
+  static const int64_t stride[] = {1, 1, 2, 0}, padding[] = {0, 0, 1, -1}, dilation[] = {1, 1, 2, 0};
+  const uint8_t q = pr.in().byte(), r = pr.in().byte();
+  p.win.stride = {stride[q & 3], stride[(q >> 2) & 3]};
+  p.win.padding = {padding[(q >> 4) & 3], padding[(q >> 6) & 3]};
+  p.win.dilation = {dilation[r & 3], dilation[(r >> 2) & 3]};
+  if (!pooling) return;
+  const uint8_t k = pr.in().byte();
+  p.win.kernel = {1 + k % 3, 1 + (k >> 2) % 3};
+  p.default_stride = k & 0x10;  // stride = kernel
+  if (p.default_stride) p.win.stride = p.win.kernel;
+  p.ceil_mode = k & 0x20;
+  p.count_include_pad = !(k & 0x40);
+}
+
+void draw_conv2d(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte(), o = pr.in().byte();
+  c.p.groups = (b & 0xC0) == 0xC0 ? 3 : 1 + (b & 1);  // 3: seldom divides anything here
+  const std::size_t per_group = 1u + ((b >> 1) & 1u), groups = c.p.groups == 3 ? 1 : c.p.groups;
+  Shape xs{1u + ((b >> 2) & 1u), groups * per_group, 2u + ((b >> 3) & 1u), 2u + ((b >> 4) & 1u)};
+  if (b & 0x20) xs.erase(xs.begin());  // no batch dim
+  c.in = {pr.pick_or_fit(xs)};
+  c.in.push_back(pr.pick_or_fit({groups * (1u + (o & 1u)), per_group, 1u + ((o >> 1) & 1u), 1u + ((o >> 2) & 1u)}));
+  c.p.with_bias = o & 0x08;
+  if (c.p.with_bias) c.in.push_back(pr.pick_or_fit({pr.shape(c.in[1]).empty() ? 1 : pr.shape(c.in[1])[0]}));
+  draw_window(pr, c.p, false);
+}
+
+// Output length of a window op along one dim, or -1 when the sizes are refused.
+int64_t conv_length(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  if (k < 1 || s < 1 || p < 0 || d < 1 || d * (k - 1) + 1 > in + 2 * p) return -1;
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+Expect predict_conv2d(const Shapes& s, const Params& p) {
+  const std::optional<Geometry> g = image(s[0]);
+  const Shape& w = s[1];
+  const auto groups = static_cast<std::size_t>(p.groups);
+  if (!g || w.size() != 4 || w[0] == 0 || w[0] % groups != 0 || w[1] * groups != g->c) return fails_shape();
+  if (p.with_bias && s[2] != Shape{w[0]}) return fails_shape();
+  const int64_t oh = conv_length(static_cast<int64_t>(g->h), static_cast<int64_t>(w[2]), p.win.stride[0], p.win.padding[0],
+                                 p.win.dilation[0]);
+  const int64_t ow = conv_length(static_cast<int64_t>(g->w), static_cast<int64_t>(w[3]), p.win.stride[1], p.win.padding[1],
+                                 p.win.dilation[1]);
+  if (oh < 0 || ow < 0) return fails_shape();
+  return gives(image_shape(*g, w[0], static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)));
+}
+
+Tensor run_conv2d(const Tensors& t, const Params& p) {
+  return tg::conv2d(t[0], t[1], p.with_bias ? std::optional<Tensor>(t[2]) : std::nullopt,
+                    {.stride = {p.win.stride[0], p.win.stride[1]},
+                     .padding = {p.win.padding[0], p.win.padding[1]},
+                     .dilation = {p.win.dilation[0], p.win.dilation[1]},
+                     .groups = p.groups});
+}
+
+// The sum over the group's channels and the kernel, taps in the padding left out.
+Val ref_conv2d(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val &a = *x[0], &w = *x[1];
+  const Geometry g = *image(a.shape);
+  const Shape out = predict_conv2d({a.shape, w.shape, p.with_bias ? x[2]->shape : Shape{}}, p).out;
+  const std::size_t oc = w.shape[0], cg = w.shape[1], kh = w.shape[2], kw = w.shape[3];
+  const std::size_t oh = out[out.size() - 2], ow = out.back(), og = oc / static_cast<std::size_t>(p.groups);
+  Val r = zeros(out);
+  for (std::size_t n = 0; n < g.n; ++n)
+    for (std::size_t o = 0; o < oc; ++o)
+      for (std::size_t y = 0; y < oh; ++y)
+        for (std::size_t xo = 0; xo < ow; ++xo) {
+          double acc = p.with_bias ? x[2]->v[o] : 0.0;
+          for (std::size_t ci = 0; ci < cg; ++ci)
+            for (std::size_t i = 0; i < kh; ++i)
+              for (std::size_t j = 0; j < kw; ++j) {
+                const int64_t iy = static_cast<int64_t>(y) * p.win.stride[0] - p.win.padding[0] + static_cast<int64_t>(i) * p.win.dilation[0];
+                const int64_t ix = static_cast<int64_t>(xo) * p.win.stride[1] - p.win.padding[1] + static_cast<int64_t>(j) * p.win.dilation[1];
+                if (iy < 0 || ix < 0 || iy >= static_cast<int64_t>(g.h) || ix >= static_cast<int64_t>(g.w)) continue;
+                const std::size_t c = o / og * cg + ci;
+                acc += a.v[((n * g.c + c) * g.h + static_cast<std::size_t>(iy)) * g.w + static_cast<std::size_t>(ix)] *
+                       w.v[((o * cg + ci) * kh + i) * kw + j];
+              }
+          r.v[((n * oc + o) * oh + y) * ow + xo] = acc;
+        }
+  return r;
+}
+
+void draw_pool(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte();
+  Shape xs{1u + (b & 1u), 1u + ((b >> 1) & 1u), 2u + ((b >> 2) & 3u), 2u + ((b >> 4) & 1u)};
+  if (b & 0x20) xs.erase(xs.begin());
+  c.in = {pr.pick_or_fit(xs)};
+  draw_window(pr, c.p, true);
+}
+
+// Pooling's output length (PyTorch's pooling_output_shape), or -1 when refused.
+int64_t pool_length(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  if (k < 1 || s < 1 || p < 0 || d < 1 || p > k / 2) return -1;
+  const int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out >= 1 ? out : -1;
+}
+
+template <bool max>
+Expect predict_pool(const Shapes& s, const Params& p) {
+  const std::optional<Geometry> g = image(s[0]);
+  if (!g) return fails_shape();
+  const int64_t d0 = max ? p.win.dilation[0] : 1, d1 = max ? p.win.dilation[1] : 1;
+  const int64_t oh = pool_length(static_cast<int64_t>(g->h), p.win.kernel[0], p.win.stride[0], p.win.padding[0], d0, p.ceil_mode);
+  const int64_t ow = pool_length(static_cast<int64_t>(g->w), p.win.kernel[1], p.win.stride[1], p.win.padding[1], d1, p.ceil_mode);
+  if (oh < 0 || ow < 0) return fails_shape();
+  return gives(image_shape(*g, g->c, static_cast<std::size_t>(oh), static_cast<std::size_t>(ow)));
+}
+
+template <bool max>
+Tensor run_pool(const Tensors& t, const Params& p) {
+  const std::optional<tg::Size2> stride =
+      p.default_stride ? std::nullopt : std::optional<tg::Size2>(tg::Size2(p.win.stride[0], p.win.stride[1]));
+  const tg::Size2 kernel(p.win.kernel[0], p.win.kernel[1]), padding(p.win.padding[0], p.win.padding[1]);
+  if constexpr (max)
+    return tg::max_pool2d(t[0], kernel,
+                          {.stride = stride, .padding = padding, .dilation = {p.win.dilation[0], p.win.dilation[1]},
+                           .ceil_mode = p.ceil_mode});
+  else
+    return tg::avg_pool2d(t[0], kernel,
+                          {.stride = stride, .padding = padding, .ceil_mode = p.ceil_mode,
+                           .count_include_pad = p.count_include_pad});
+}
+
+// Each window's max (kinks: a runner-up within `margin`; a window of padding
+// alone gives -inf) or average (its size with or without the padding).
+template <bool max>
+Val ref_pool(const Vals& x, const Params& p, Check& c, const Val*) {
+  const Val& a = *x[0];
+  const Geometry g = *image(a.shape);
+  const Shape out = predict_pool<max>({a.shape}, p).out;
+  const std::size_t oh = out[out.size() - 2], ow = out.back();
+  const int64_t d0 = max ? p.win.dilation[0] : 1, d1 = max ? p.win.dilation[1] : 1;
+  Val r = zeros(out);
+  for (std::size_t plane = 0; plane < g.n * g.c; ++plane)
+    for (std::size_t y = 0; y < oh; ++y)
+      for (std::size_t xo = 0; xo < ow; ++xo) {
+        const int64_t y0 = static_cast<int64_t>(y) * p.win.stride[0] - p.win.padding[0];
+        const int64_t x0 = static_cast<int64_t>(xo) * p.win.stride[1] - p.win.padding[1];
+        std::vector<double> taps;
+        for (int64_t i = 0; i < p.win.kernel[0]; ++i)
+          for (int64_t j = 0; j < p.win.kernel[1]; ++j) {
+            const int64_t iy = y0 + i * d0, ix = x0 + j * d1;
+            if (iy >= 0 && ix >= 0 && iy < static_cast<int64_t>(g.h) && ix < static_cast<int64_t>(g.w))
+              taps.push_back(a.v[(plane * g.h + static_cast<std::size_t>(iy)) * g.w + static_cast<std::size_t>(ix)]);
+          }
+        double v;
+        if constexpr (max) {
+          c.wild |= taps.empty();
+          v = taps.empty() ? -INFINITY : taps[argmax(taps, c)];
+        } else {  // the window clipped to the padded input, or to the input itself
+          const int64_t hh = std::min(y0 + p.win.kernel[0], static_cast<int64_t>(g.h) + p.win.padding[0]) - y0;
+          const int64_t ww = std::min(x0 + p.win.kernel[1], static_cast<int64_t>(g.w) + p.win.padding[1]) - x0;
+          double sum = 0;
+          for (double t : taps) sum += t;
+          v = sum / static_cast<double>(p.count_include_pad ? hh * ww : static_cast<int64_t>(taps.size()));
+        }
+        r.v[(plane * oh + y) * ow + xo] = v;
+      }
+  return r;
+}
+
 // --- the table. `name` is what a refusal must mention; `node` names the tape
 // entry of the output (for ops made of several, the last one).
 
@@ -1870,6 +2106,28 @@ const Op ops[] = {
      [](const Tensors& t, const Params& p) { return tg::masked_fill(t[0], t[1], p.s); }, ref_masked_fill,
      2, check_masked_fill},  // the mask gets no gradient
     {"gelu", "gelu", draw_gelu, predict_gelu, run_gelu, ref_gelu, 0, check_gelu},
+    {"softplus", "softplus", draw_unary, predict_same,
+     [](const Tensors& t, const Params& p) { return tg::softplus(t[0], p.s); },
+     [](const Vals& x, const Params& p, Check&, const Val*) {
+       return unary(*x[0], [beta = double(p.s)](double a) { return softplus_of(a, beta); });
+     }},
+    {"log_sigmoid", "log_sigmoid", draw_unary, predict_same,
+     [](const Tensors& t, const Params&) { return tg::log_sigmoid(t[0]); },
+     [](const Vals& x, const Params&, Check&, const Val*) { return unary(*x[0], log_sigmoid_of); }},
+    {"logsumexp", "logsumexp", draw_dim,
+     [](const Shapes& s, const Params& p) { return predict_reduce(s, p, false); },
+     [](const Tensors& t, const Params& p) { return tg::logsumexp(t[0], p.dim0, p.keepdim); }, ref_logsumexp},
+    {"binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits", draw_mse,
+     [](const Shapes& s, const Params& p) {
+       return s[0] == s[1] ? gives(p.reduction == tg::Reduction::none ? s[0] : Shape{}) : fails_shape();
+     },
+     [](const Tensors& t, const Params& p) {
+       return tg::binary_cross_entropy_with_logits(t[0], t[1], std::nullopt, std::nullopt, p.reduction);
+     },
+     ref_bce_with_logits},
+    {"conv2d", "conv2d", draw_conv2d, predict_conv2d, run_conv2d, ref_conv2d},
+    {"max_pool2d", "max_pool2d", draw_pool, predict_pool<true>, run_pool<true>, ref_pool<true>},
+    {"avg_pool2d", "avg_pool2d", draw_pool, predict_pool<false>, run_pool<false>, ref_pool<false>},
 };
 constexpr std::size_t num_ops = sizeof(ops) / sizeof(ops[0]);
 

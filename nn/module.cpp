@@ -19,6 +19,8 @@ void Module::check_new_name(const std::string& name) const {
     throw std::invalid_argument("Module: name '" + name + "' must be non-empty and contain no '.'");
   for (const auto& [n, t] : parameters_)
     if (n == name) throw std::invalid_argument("Module: a parameter '" + name + "' already exists");
+  for (const auto& [n, t] : buffers_)
+    if (n == name) throw std::invalid_argument("Module: a buffer '" + name + "' already exists");
   for (const auto& [n, m] : children_)
     if (n == name) throw std::invalid_argument("Module: a submodule '" + name + "' already exists");
 }
@@ -28,6 +30,14 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   t.set_requires_grad(requires_grad);
   if (t.name().empty()) t.set_name(name);
   parameters_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  check_new_name(name);
+  t.set_requires_grad(false);
+  if (t.name().empty()) t.set_name(name);
+  buffers_.emplace_back(name, t);
   return t;
 }
 
@@ -61,7 +71,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
                             type_name() + " (as '" + *path + "')");
   // Parameters carry their path for listings and errors ("fc1.weight"); a
   // name the user set (one that is not the path inside the child) stays.
-  for (auto& [path, t] : module->named_parameters())
+  for (auto& [path, t] : module->all_named_state())
     if (t.name() == path) t.set_name(name + "." + path);
   children_.emplace_back(name, std::move(module));
 }
@@ -83,13 +93,41 @@ std::vector<std::pair<std::string, Tensor>> Module::all_named_parameters() const
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+std::vector<std::pair<std::string, Tensor>> Module::all_named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out = buffers_;
+  for (const auto& [prefix, child] : children_)
+    for (auto& [name, t] : child->all_named_buffers()) out.emplace_back(prefix + "." + name, t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::all_named_state() const {
+  std::vector<std::pair<std::string, Tensor>> out = all_named_parameters();
+  for (auto& named : all_named_buffers()) out.push_back(std::move(named));
+  return out;
+}
+
+// Each tensor once, under its first name.
+static std::vector<std::pair<std::string, Tensor>> first_names(std::vector<std::pair<std::string, Tensor>> all) {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& named : all_named_parameters()) {  // not [name, t]: clang 14 cannot capture a binding
+  for (auto& named : all) {  // not [name, t]: clang 14 cannot capture a binding
     const Tensor& t = named.second;
     const bool seen = std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.second.is_same(t); });
     if (!seen) out.push_back(std::move(named));
   }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  return first_names(all_named_parameters());
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  return first_names(all_named_buffers());
+}
+
+std::vector<Tensor> Module::buffers() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_buffers()) out.push_back(t);
   return out;
 }
 
@@ -151,7 +189,7 @@ void Module::train(bool on) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (const auto& [name, t] : all_named_parameters()) out.emplace(name, t.value());
+  for (const auto& [name, t] : all_named_state()) out.emplace(name, t.value());
   return out;
 }
 
@@ -163,7 +201,7 @@ static std::string join(const std::vector<std::string>& items) {
 }
 
 void Module::check_state_dict(const StateDict& state, bool strict) const {
-  const auto params = all_named_parameters();
+  const auto params = all_named_state();
   std::set<std::string> known;
   std::vector<std::string> missing, unexpected, wrong_shape;
   for (const auto& [name, t] : params) {
@@ -194,8 +232,8 @@ void Module::check_state_dict(const StateDict& state, bool strict) const {
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
   check_state_dict(state, strict);
-  // Everything fits: only now touch the parameters.
-  auto params = all_named_parameters();
+  // Everything fits: only now touch the parameters and buffers.
+  auto params = all_named_state();
   NoGradGuard no_grad;
   for (auto& [name, t] : params)
     if (auto it = state.find(name); it != state.end()) t.copy_(it->second);

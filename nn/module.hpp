@@ -28,7 +28,10 @@
 //   - forward() of the base takes one Tensor; modules that take other inputs
 //     (Embedding's Indices, EmbeddingBag's bags) have forward()s of their own.
 //   - zero_grad() empties the gradients, like PyTorch's zero_grad(set_to_none=True).
-//   - there are no buffers: modules here only hold parameters.
+//
+// Buffers (register_buffer) are state that is saved and loaded with the
+// parameters but not trained: BatchNorm's running mean and variance. They are
+// in state_dict() (so in save(), checkpoints and clone()), not in parameters().
 #pragma once
 
 #include <concepts>
@@ -80,6 +83,11 @@ class Module {
   // which tape listings, graphs and in-place-write errors then show.
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
 
+  // Adds a buffer under `name` (the same rules as a parameter's) and returns its
+  // handle: state saved and loaded with the parameters (state_dict) that no
+  // optimizer sees and no gradient reaches; requires_grad is turned off.
+  Tensor register_buffer(const std::string& name, Tensor t);
+
   // Adds a submodule; its parameters appear as "<name>.<their name>". Pass a
   // std::shared_ptr, or the module itself (moved in); the handle is returned.
   // A module registered inside itself, or inside a module it contains, would
@@ -101,6 +109,9 @@ class Module {
   // clip_grad_norm_ given parameters() sees each parameter once.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  // The buffers, in the same order and under the same rules.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<Tensor> buffers() const;
 
   void zero_grad();
 
@@ -110,9 +121,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Every name, a shared tensor under each of its names (as PyTorch's).
+  // Every parameter's and buffer's name, a shared tensor under each of its names (as PyTorch's).
   tg::StateDict state_dict() const;
-  // Copies `state` into the parameters. First checks everything: if a name is
+  // Copies `state` into the parameters and buffers. First checks everything: if a name is
   // missing, unexpected, or has the wrong shape, throws std::invalid_argument
   // listing every such name, and no parameter is changed. With strict = false,
   // missing and unexpected names are ignored (wrong shapes still throw).
@@ -140,11 +151,15 @@ class Module {
   friend class Sequential;  // its clone() checks each child's clone
   // Every (name, parameter), a tensor registered twice under each of its names.
   std::vector<std::pair<std::string, Tensor>> all_named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> all_named_buffers() const;
+  // What state_dict() holds: every parameter, then every buffer, by path.
+  std::vector<std::pair<std::string, Tensor>> all_named_state() const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   std::optional<std::string> path_to(const Module* target) const;
   void check_new_name(const std::string& name) const;
 
   std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

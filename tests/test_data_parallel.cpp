@@ -227,6 +227,24 @@ TEST_SUITE("threads") {
     for (const Tensor& p : m.params()) CHECK(p.grad().empty());
   }
 
+  TEST_CASE("data_parallel with BatchNorm: each shard normalises its own rows; their running-statistics updates take turns") {
+    Threads threads(2);
+    tg::Generator gen(5);
+    tg::nn::Sequential model(tg::nn::Linear(4, 6, true, gen), tg::nn::BatchNorm1d(6), tg::nn::ReLU(),
+                             tg::nn::Linear(6, 2, true, gen));
+    const Tensor x = tg::randn({20, 4}, gen);
+    const tg::Indices y = tg::indices(std::vector<int64_t>(20, 1));
+    model.train();
+    for (int step = 0; step < 3; ++step)
+      tg::nn::data_parallel(
+          model.parameters(), 20, [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
+          [&](const Tensor& logits) { return tg::cross_entropy(logits, y); }, gen);
+    const auto& bn = model.at<tg::nn::BatchNorm1d>(1);
+    CHECK(bn.num_batches_tracked->item() == 6.0f);  // each of the 2 shards counts as a batch
+    for (float v : bn.running_var->to_vector()) CHECK(std::isfinite(v));
+    CHECK(bn.running_mean->version() == 6u);
+  }
+
   TEST_CASE(
       "data_parallel: a leaf the forward or the loss uses that is not in parameters gets its gradient") {
     // The plain step gives every leaf its gradient; so must the split one.

@@ -1,6 +1,7 @@
-// NaN, +-inf, +-0, tiny and huge inputs: every elementwise op and reduction
-// gives PyTorch's forward values and gradients (tests/data/special_values_reference.json,
-// from tests/tools/gen_special_values_reference.py). A NaN that PyTorch shows
+// NaN, +-inf, +-0, tiny and huge inputs: every elementwise op and reduction,
+// the smooth activations and the binary losses give PyTorch's forward values
+// and gradients (tests/data/special_values_reference.json, from
+// tests/tools/gen_special_values_reference.py). A NaN that PyTorch shows
 // must show here too: hiding one (relu(NaN) = 0, say) hides a training bug.
 #include <cmath>
 #include <cstdlib>
@@ -128,6 +129,24 @@ TEST_SUITE("core") {
       const float v = special_array(specials).data()[i];
       if (std::isfinite(v) && std::abs(v) > 1e38f) continue;  // the one documented difference, below
       check_case("layer_norm_" + k, [](auto& x) { return tg::layer_norm(x[0], {3}, std::nullopt, std::nullopt); });
+    }
+  }
+
+  TEST_CASE("softplus, log_sigmoid, logsumexp and the binary cross-entropies at NaN, inf, 0 and huge values") {
+    check_case("softplus", [](auto& x) { return tg::softplus(x[0]); });
+    check_case("softplus_beta2_threshold5", [](auto& x) { return tg::softplus(x[0], 2.0f, 5.0f); });
+    check_case("log_sigmoid", [](auto& x) { return tg::log_sigmoid(x[0]); });
+    check_case("logsumexp_dim1", [](auto& x) { return tg::logsumexp(x[0], 1); });
+    for (const std::string t : {"0", "1", "half"}) {
+      check_case("bce_with_logits_t" + t, [](auto& x) {
+        return tg::binary_cross_entropy_with_logits(x[0], x[1], std::nullopt, std::nullopt, tg::Reduction::none);
+      });
+      check_case("bce_with_logits_pos_weight_t" + t, [](auto& x) {
+        return tg::binary_cross_entropy_with_logits(x[0], x[1], std::nullopt, Tensor(Array(3.0f)),
+                                                    tg::Reduction::none);
+      });
+      check_case("bce_t" + t,
+                 [](auto& x) { return tg::binary_cross_entropy(x[0], x[1], std::nullopt, tg::Reduction::none); });
     }
   }
 

@@ -66,4 +66,21 @@ for i, v in enumerate(SPECIAL):
     cases["cross_entropy_%d" % i] = case(lambda x: F.cross_entropy(x, torch.tensor([1])), [[v, 1.0, -2.0]])
     cases["layer_norm_%d" % i] = case(lambda x: F.layer_norm(x, [3]), [[v, 1.0, -2.0]])
 
+# The smooth activations and binary losses: their gradient at 0 must be 1/2
+# (relu(x) + log1p(exp(-|x|)) gives 0 there). Targets 0, 1 and 1/2 for every
+# special logit; probabilities: the special values inside [0, 1] (PyTorch
+# refuses the others, NaN too).
+cases["softplus"] = case(F.softplus, SPECIAL)
+cases["softplus_beta2_threshold5"] = case(lambda x: F.softplus(x, 2.0, 5.0), SPECIAL)
+cases["log_sigmoid"] = case(F.logsigmoid, SPECIAL)
+cases["logsumexp_dim1"] = case(lambda x: torch.logsumexp(x, 1), rows + [[float("-inf")] * 3])
+for name, t in [("0", 0.0), ("1", 1.0), ("half", 0.5)]:
+    cases["bce_with_logits_t" + name] = case(
+        lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="none"), SPECIAL, [t] * len(SPECIAL))
+    cases["bce_with_logits_pos_weight_t" + name] = case(
+        lambda x, t: F.binary_cross_entropy_with_logits(x, t, pos_weight=torch.tensor(3.0), reduction="none"),
+        SPECIAL, [t] * len(SPECIAL))
+    probs = [v for v in SPECIAL if 0 <= v <= 1] + [0.99999994]
+    cases["bce_t" + name] = case(lambda p, t: F.binary_cross_entropy(p, t, reduction="none"), probs, [t] * len(probs))
+
 write("special_values_reference", cases)
