@@ -92,6 +92,29 @@ Array empty_array(const char* op, const Shape& shape) {
   }
 }
 
+Array empty_array(const char* op, std::span<const std::size_t> shape) {
+  return empty_array(op, Shape(shape.begin(), shape.end()));
+}
+
+Array zeros_array(const char* op, const Shape& shape) {
+  Array a = empty_array(op, shape);
+  std::fill_n(a.data(), a.size(), 0.0f);
+  return a;
+}
+
+Array zeros_array(const char* op, std::span<const std::size_t> shape) {
+  return zeros_array(op, Shape(shape.begin(), shape.end()));
+}
+
+Indices empty_indices(const char* op, const Shape& shape) {
+  const std::size_t n = checked_numel(op, shape, sizeof(int64_t));
+  try {
+    return xt::empty<int64_t>(shape);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(op, shape, n * sizeof(int64_t));
+  }
+}
+
 Array empty_like(const char* op, const Array& x) {
   try {
     return Array(x.shape());

@@ -80,6 +80,12 @@ class OutOfMemory : public std::bad_alloc {
 // An uninitialised float array of `shape` for `op`: the size is checked first,
 // and a failed allocation throws OutOfMemory.
 Array empty_array(const char* op, const Shape& shape);
+Array empty_array(const char* op, std::span<const std::size_t> shape);  // a node's input_shape(i), say
+// The same, filled with zeros (a gradient that only some elements add into).
+Array zeros_array(const char* op, const Shape& shape);
+Array zeros_array(const char* op, std::span<const std::size_t> shape);
+// An uninitialised index array (argmax, sampling), checked the same way.
+Indices empty_indices(const char* op, const Shape& shape);
 // An uninitialised array of x's shape (no size check needed: x has it).
 Array empty_like(const char* op, const Array& x);
 

@@ -228,10 +228,10 @@ Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const 
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
   return record(op, std::move(y), std::move(inputs),
-                [g, groups, out_c, cg, og, k, l](const Array& gy, const Node& node, Grads& d) {
+                [op, g, groups, out_c, cg, og, k, l](const Array& gy, const Node& node, Grads& d) {
                   const float *X = node.input(0).data(), *W = node.input(1).data(), *G = gy.data();
                   if (node.needs_grad(0)) {  // d patches = W^T gy: [k, og] x [og, l], folded back
-                    Array gx = xt::empty<float>(node.input_shape(0));
+                    Array gx = empty_array(op, node.input_shape(0));
                     advise_huge_pages(gx.data(), gx.size());
                     std::fill_n(gx.data(), gx.size(), 0.0f);
                     parallel_for(g.n, kernels::grain_for(g.n, g.n * out_c * k * l), [&](std::size_t lo, std::size_t hi) {
@@ -251,7 +251,7 @@ Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const 
                     d[0] = std::move(gx);
                   }
                   if (node.needs_grad(1)) {  // dW = sum over images of gy patches^T: [og, l] x [l, k]
-                    Array gw = xt::zeros<float>(node.input_shape(1));
+                    Array gw = zeros_array(op, node.input_shape(1));
                     std::vector<float> buffer;
                     for (std::size_t n = 0; n < g.n; ++n)
                       for (std::size_t gr = 0; gr < groups; ++gr)
@@ -260,7 +260,7 @@ Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const 
                     d[1] = std::move(gw);
                   }
                   if (d.size() == 3 && node.needs_grad(2)) {  // dbias[o] = sum of gy[n, o, :] over n
-                    Array gb = xt::empty<float>(node.input_shape(2));
+                    Array gb = empty_array(op, node.input_shape(2));
                     for (std::size_t o = 0; o < out_c; ++o) {
                       double sum = 0;
                       for (std::size_t n = 0; n < g.n; ++n)
@@ -376,8 +376,8 @@ Tensor max_pool(const char* op, const Tensor& x, const Layout& lay, const Window
         arg[at] = won;
       }
   const std::size_t outs = g.oh * g.ow;
-  return record(op, std::move(out), {x}, [arg = std::move(arg), plane, outs](const Array& gy, const Node& n, Grads& d) {
-                  Array gx = xt::zeros<float>(n.input_shape(0));
+  return record(op, std::move(out), {x}, [op, arg = std::move(arg), plane, outs](const Array& gy, const Node& n, Grads& d) {
+                  Array gx = zeros_array(op, n.input_shape(0));
                   for (std::size_t at = 0; at < arg.size(); ++at)
                     if (arg[at] >= 0) gx.data()[at / outs * plane + static_cast<std::size_t>(arg[at])] += gy.data()[at];
                   d[0] = std::move(gx);
@@ -406,9 +406,9 @@ Tensor box_average(const char* op, const Tensor& x, const Layout& lay, std::vect
         out.data()[at] = static_cast<float>(sum / divisor_of(rows[y], cols[xo], divisor));
       }
   return record(op, std::move(out), {x},
-                [rows = std::move(rows), cols = std::move(cols), divisor, planes, plane, w = lay.w](
+                [op, rows = std::move(rows), cols = std::move(cols), divisor, planes, plane, w = lay.w](
                     const Array& gy, const Node& n, Grads& d) {
-                  Array gx = xt::zeros<float>(n.input_shape(0));
+                  Array gx = zeros_array(op, n.input_shape(0));
                   for (std::size_t pl = 0, at = 0; pl < planes; ++pl)
                     for (std::size_t y = 0; y < rows.size(); ++y)
                       for (std::size_t xo = 0; xo < cols.size(); ++xo, ++at) {
@@ -457,7 +457,7 @@ Tensor unfold(const Tensor& input, Size2 kernel_size, const UnfoldOptions& o) {
   for (std::size_t n = 0; n < g.n; ++n)  // [C, H, W] -> [C kh kw, oh ow], image by image
     im2col<false>(input.value().data() + n * image, g.c, g, out.data() + n * rows * cols);
   return record("unfold", std::move(out), {input}, [g, rows, cols, image](const Array& gy, const Node& n, Grads& d) {
-                  Array gx = xt::zeros<float>(n.input_shape(0));
+                  Array gx = zeros_array("unfold", n.input_shape(0));
                   for (std::size_t i = 0; i < g.n; ++i) im2col<true>(gx.data() + i * image, g.c, g, gy.data() + i * rows * cols);
                   d[0] = std::move(gx);
                 });

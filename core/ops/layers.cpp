@@ -64,7 +64,7 @@ Tensor softplus(const Tensor& x, float beta, float threshold) {
     y.data()[i] = a[i] * beta > threshold ? a[i] : std::log1p(std::exp(a[i] * beta)) / beta;
   return record("softplus", std::move(y), {x}, [beta, threshold](const Array& g, const Node& n, Grads& d) {
                   const float* a = n.input(0).data();
-                  Array gx = xt::empty<float>(n.input_shape(0));
+                  Array gx = empty_array("softplus", n.input_shape(0));
                   for (std::size_t i = 0; i < gx.size(); ++i) {  // sigmoid(beta x) = z / (z + 1)
                     const float z = std::exp(a[i] * beta);
                     gx.data()[i] = a[i] * beta > threshold ? g.data()[i] : g.data()[i] * z / (z + 1.0f);
@@ -79,7 +79,7 @@ Tensor log_sigmoid(const Tensor& x) {
   for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = log_sigmoid_of(a[i]);  // exp(-|x|) <= 1: no overflow
   return record("log_sigmoid", std::move(y), {x}, [](const Array& g, const Node& n, Grads& d) {
                   const float* a = n.input(0).data();
-                  Array gx = xt::empty<float>(n.input_shape(0));
+                  Array gx = empty_array("log_sigmoid", n.input_shape(0));
                   for (std::size_t i = 0; i < gx.size(); ++i) {  // 1 - sigmoid(x), from z = exp(-|x|)
                     const float z = std::exp(-std::abs(a[i]));
                     gx.data()[i] = g.data()[i] * (a[i] < 0.0f ? 1.0f - z / (1.0f + z) : z / (1.0f + z));
@@ -116,7 +116,7 @@ Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
   return record("logsumexp", std::move(y), {x}, [outer, n, inner](const Array& g, const Node& node, Grads& d) {
                   // d/dx_j = exp(x_j - logsumexp(x)): the softmax
                   const float *a = node.input(0).data(), *lse = node.output_value().data();
-                  Array gx = xt::empty<float>(node.input_shape(0));
+                  Array gx = empty_array("logsumexp", node.input_shape(0));
                   for (std::size_t o = 0; o < outer; ++o)
                     for (std::size_t j = 0; j < n; ++j)
                       for (std::size_t i = 0; i < inner; ++i) {
@@ -154,8 +154,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const std
   return record(op, reduced(std::move(per_element), r), std::move(inputs),
                 [r, count, w = std::move(w), loss = std::move(loss)](const Array& g, const Node& n, Grads& d) {
                   const float *x = n.input(0).data(), *t = n.input(1).data();
-                  Array gx = xt::empty<float>(n.input_shape(0)), gt = xt::empty<float>(n.input_shape(0));
-                  Array gw = xt::empty<float>(n.input_shape(0));
+                  Array gx = empty_array("binary_cross_entropy", n.input_shape(0)), gt = empty_array("binary_cross_entropy", n.input_shape(0));
+                  Array gw = empty_array("binary_cross_entropy", n.input_shape(0));
                   for (std::size_t i = 0; i < count; ++i) {
                     const float gi = grad_at(g, i, r, count);
                     // d/dx = (x - t) / (x (1 - x)), the denominator at least 1e-12; d/dt = -logit(x)
@@ -204,8 +204,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
       [r, count, has_w, w = std::move(w), pw, loss = std::move(loss)](const Array& g, const Node& n, Grads& d) {
         const float *x = n.input(0).data(), *t = n.input(1).data();
         const auto& shape = n.input_shape(0);
-        Array gx = xt::empty<float>(shape), gt = xt::empty<float>(shape), gw = xt::empty<float>(shape),
-              gpw = xt::empty<float>(shape);
+        Array gx = empty_array("binary_cross_entropy_with_logits", shape), gt = empty_array("binary_cross_entropy_with_logits", shape), gw = empty_array("binary_cross_entropy_with_logits", shape),
+              gpw = empty_array("binary_cross_entropy_with_logits", shape);
         for (std::size_t i = 0; i < count; ++i) {
           const float gi = grad_at(g, i, r, count) * w.data()[i], sig = 1.0f / (1.0f + std::exp(-x[i]));
           if (pw) {  // with p = pos_weight t: d/dx = (p + 1 - t) sigmoid(x) - p
@@ -313,8 +313,8 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
                   //   dweight = sum(g xhat), dbias = sum(g)
                   const float* x = node.input(0).data();
                   const float* w = has_w ? node.input(1).data() : nullptr;
-                  Array gx = xt::empty<float>(node.input_shape(0));
-                  Array gw = xt::empty<float>(Shape{c}), gb = xt::empty<float>(Shape{c});
+                  Array gx = empty_array("batch_norm", node.input_shape(0));
+                  Array gw = empty_array("batch_norm", Shape{c}), gb = empty_array("batch_norm", Shape{c});
                   for (std::size_t ch = 0; ch < c; ++ch) {
                     double sum_g = 0, sum_gx = 0;  // sum(g), sum(g xhat)
                     for (std::size_t b = 0; b < batch; ++b)

@@ -130,7 +130,7 @@ Indices multinomial(const Tensor& probs, int64_t num_samples, bool replacement, 
   }
   Shape out_shape = ps;
   out_shape.back() = static_cast<std::size_t>(num_samples);
-  Indices out = xt::empty<int64_t>(out_shape);
+  Indices out = empty_indices("multinomial", out_shape);
   std::vector<double> w(c);
   for (std::size_t r = 0; r < rows; ++r) {
     std::copy_n(probs.value().data() + r * c, c, w.begin());

@@ -78,7 +78,7 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
   }
   return record("nll_loss", std::move(out), {log_probs},
                 [target, r, n, c](const Array& g, const Node&, Grads& d) {
-                  Array gi = xt::zeros<float>({n, c});
+                  Array gi = zeros_array("nll_loss", Shape{n, c});
                   for (std::size_t i = 0; i < n; ++i) {
                     float gi_val = r == Reduction::none ? g(i) : g();
                     if (r == Reduction::mean) gi_val /= static_cast<float>(n);

@@ -90,8 +90,8 @@ MaxResult max(const Tensor& a, int64_t dim, bool keepdim) {
   const std::vector<std::size_t> arg = argmax_along("max", a.value(), ax, dim);
   const Shape out_shape = reduced_shape(a.shape(), ax, keepdim);
   const AxisSplit s = split_at(a.shape(), ax);
-  Array values = xt::empty<float>(out_shape);
-  Indices indices = xt::empty<int64_t>(out_shape);
+  Array values = empty_array("max", out_shape);
+  Indices indices = empty_indices("max", out_shape);
   for (std::size_t o = 0; o < s.outer; ++o)
     for (std::size_t i = 0; i < s.inner; ++i) {
       const std::size_t k = o * s.inner + i;
@@ -99,7 +99,7 @@ MaxResult max(const Tensor& a, int64_t dim, bool keepdim) {
       indices.data()[k] = static_cast<int64_t>(arg[k]);
     }
   Tensor out = record("max", std::move(values), {a}, [s, arg](const Array& g, const Node& n, Grads& d) {
-    Array gi = xt::zeros<float>(n.input_shape(0));  // only the arg-max gets g
+    Array gi = zeros_array("max", n.input_shape(0));  // only the arg-max gets g
     for (std::size_t o = 0; o < s.outer; ++o)
       for (std::size_t i = 0; i < s.inner; ++i)
         gi.data()[o * s.n * s.inner + arg[o * s.inner + i] * s.inner + i] += g.data()[o * s.inner + i];
@@ -121,7 +121,7 @@ Tensor max(const Tensor& a) {
     auto is_max = [m = n.output_value()()](float v) { return std::isnan(m) ? std::isnan(v) : v == m; };
     std::size_t count = 0;
     for (std::size_t i = 0; i < x.size(); ++i) count += is_max(x.data()[i]);
-    Array gi = xt::zeros<float>(n.input_shape(0));
+    Array gi = zeros_array("max", n.input_shape(0));
     for (std::size_t i = 0; i < x.size(); ++i)
       if (is_max(x.data()[i])) gi.data()[i] = g() / static_cast<float>(count);
     d[0] = std::move(gi);
@@ -131,7 +131,7 @@ Tensor max(const Tensor& a) {
 Indices argmax(const Tensor& a, int64_t dim, bool keepdim) {
   const std::size_t ax = normalize_dim("argmax", dim, a.dim());
   const std::vector<std::size_t> arg = argmax_along("argmax", a.value(), ax, dim);
-  Indices out = xt::empty<int64_t>(reduced_shape(a.shape(), ax, keepdim));
+  Indices out = empty_indices("argmax", reduced_shape(a.shape(), ax, keepdim));
   std::copy(arg.begin(), arg.end(), out.begin());
   return out;
 }

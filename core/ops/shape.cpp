@@ -130,7 +130,7 @@ static Tensor join(const char* op, const std::vector<Tensor>& tensors, const Sha
   std::vector<std::size_t> block(tensors.size());  // counts[t] * inner
   for (std::size_t t = 0; t < tensors.size(); ++t) block[t] = counts[t] * out_split.inner;
   const std::size_t row = out_split.n * out_split.inner;
-  Array out = xt::empty<float>(out_shape);
+  Array out = empty_array(op, out_shape);
   float* dst = out.data();
   for (std::size_t o = 0; o < out_split.outer; ++o)
     for (std::size_t t = 0; t < tensors.size(); ++t) {
@@ -138,11 +138,11 @@ static Tensor join(const char* op, const std::vector<Tensor>& tensors, const Sha
       dst += block[t];
     }
   return record(op, std::move(out), tensors,
-                [block, row, outer = out_split.outer](const Array& g, const Node& n, Grads& d) {
+                [op, block, row, outer = out_split.outer](const Array& g, const Node& n, Grads& d) {
                   std::size_t start = 0;  // where tensor t's block begins within an output row
                   for (std::size_t t = 0; t < d.size(); ++t) {
                     if (n.needs_grad(t)) {
-                      Array gi = xt::empty<float>(n.input_shape(t));
+                      Array gi = empty_array(op, n.input_shape(t));
                       for (std::size_t o = 0; o < outer; ++o)
                         std::copy_n(g.data() + o * row + start, block[t], gi.data() + o * block[t]);
                       d[t] = std::move(gi);
@@ -215,11 +215,11 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
   const AxisSplit s = split_at(a.shape(), ax);
   Shape out_shape = a.shape();
   out_shape[ax] = static_cast<std::size_t>(length);
-  Array out = xt::empty<float>(out_shape);
+  Array out = empty_array("narrow", out_shape);
   copy_narrow(a.value().data(), out.data(), s, begin, out_shape[ax]);
   Tensor t = record("narrow", std::move(out), {a},
                     [s, begin, len = out_shape[ax]](const Array& g, const Node& n, Grads& d) {
-                      Array gi = xt::zeros<float>(n.input_shape(0));  // zero outside the slice
+                      Array gi = zeros_array("narrow", n.input_shape(0));  // zero outside the slice
                       for (std::size_t o = 0; o < s.outer; ++o)
                         std::copy_n(g.data() + o * len * s.inner, len * s.inner,
                                     gi.data() + (o * s.n + begin) * s.inner);
@@ -243,11 +243,11 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
   const std::size_t row = a.numel() / std::max<std::size_t>(in_shape[0], 1);
   Shape out_shape = in_shape;
   out_shape[0] = index.size();
-  Array out = xt::empty<float>(out_shape);
+  Array out = empty_array("index_select", out_shape);
   for (std::size_t i = 0; i < index.size(); ++i)
     std::copy_n(a.value().data() + index(i) * row, row, out.data() + i * row);
   return record("index_select", std::move(out), {a}, [index, row](const Array& g, const Node& n, Grads& d) {
-    Array gi = xt::zeros<float>(n.input_shape(0));
+    Array gi = zeros_array("index_select", n.input_shape(0));
     for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
       for (std::size_t c = 0; c < row; ++c) gi.data()[index(i) * row + c] += g.data()[i * row + c];
     d[0] = std::move(gi);
@@ -283,7 +283,7 @@ Indices index_select(const Indices& a, int64_t dim, const Indices& index) {
   const std::size_t row = a.size() / std::max<std::size_t>(in_shape[0], 1);
   Shape out_shape = in_shape;
   out_shape[0] = index.size();
-  Indices out = xt::empty<int64_t>(out_shape);
+  Indices out = empty_indices("index_select", out_shape);
   for (std::size_t i = 0; i < index.size(); ++i)
     std::copy_n(a.data() + index(i) * row, row, out.data() + i * row);
   return out;
@@ -295,7 +295,7 @@ Indices narrow(const Indices& a, int64_t dim, int64_t start, int64_t length) {
   const std::size_t begin = narrow_start("narrow", in_shape, ax, start, length);
   Shape out_shape = in_shape;
   out_shape[ax] = static_cast<std::size_t>(length);
-  Indices out = xt::empty<int64_t>(out_shape);
+  Indices out = empty_indices("narrow", out_shape);
   copy_narrow(a.data(), out.data(), split_at(in_shape, ax), begin, out_shape[ax]);
   return out;
 }

@@ -7,7 +7,7 @@ engine left out, ...), builds the fuzz targets there, and runs the graph target
 from its seeds until it reports a broken promise or SECONDS pass. Every mutant
 must be found.
 
-    fuzz/mutants.py [SECONDS] [MUTANT...]     SECONDS per mutant (default 300)
+    tests/fuzz/mutants.py [SECONDS] [MUTANT...]     SECONDS per mutant (default 300)
 
 The copy is the working tree (committed or not) in a temporary directory, so
 the library here is never touched. Prints one line per mutant and exits
@@ -94,7 +94,7 @@ def main():
     args = sys.argv[1:]
     seconds = int(args.pop(0)) if args and args[0].isdigit() else 300
     chosen = [int(a) for a in args] or range(len(MUTANTS))
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     files = run(["git", "ls-files", "-co", "--exclude-standard"], cwd=here, check=True).stdout.split()
     work = tempfile.mkdtemp(prefix="tapegrad-mutants-")
     try:
@@ -104,7 +104,7 @@ def main():
                 shutil.copy2(os.path.join(here, f), os.path.join(work, f))
         build = os.path.join(work, "build-fuzz")
         print(f"building the fuzz targets in {build} ...", flush=True)
-        b = run([os.path.join(work, "fuzz/build.sh"), build])
+        b = run([os.path.join(work, "tests/fuzz/build.sh"), build])
         if b.returncode:
             sys.exit(b.stdout + b.stderr)
         survived = 0
@@ -113,10 +113,10 @@ def main():
             src = os.path.join(work, path)
             original = open(src).read()
             if original.count(old) != 1:
-                sys.exit(f"mutant {k} ({name}): its text is not in {path} exactly once; update fuzz/mutants.py")
+                sys.exit(f"mutant {k} ({name}): its text is not in {path} exactly once; update tests/fuzz/mutants.py")
             open(src, "w").write(original.replace(old, new))
             try:
-                b = run([os.path.join(work, "fuzz/build.sh"), build])
+                b = run([os.path.join(work, "tests/fuzz/build.sh"), build])
                 if b.returncode:
                     sys.exit(f"mutant {k} ({name}) does not build:\n{b.stdout}{b.stderr}")
                 corpus = os.path.join(build, f"corpus-{k}")
@@ -125,7 +125,7 @@ def main():
                 start = time.time()
                 r = run([os.path.join(build, "fuzz_graph"), "-entropic=0", "-max_len=512",
                          f"-max_total_time={seconds}", f"-artifact_prefix={build}/mutant-{k}-",
-                         corpus, os.path.join(work, "fuzz/corpus/graph")], cwd=build)
+                         corpus, os.path.join(work, "tests/fuzz/corpus/graph")], cwd=build)
                 took = time.time() - start
                 found = r.returncode != 0
                 survived += not found

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/fuzz_*.cpp) with clang, AddressSanitizer and
+# Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) with clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer into DIR (default: build-fuzz/ at the top of the
 # repository). The library sources are compiled again with the same flags (a
 # fuzzer needs its code instrumented), into a static archive each target links
 # against, so a target only carries the code it calls.
 #
-#   fuzz/build.sh [DIR]        CXX_FUZZ=clang++-14 to pick the compiler
+#   tests/fuzz/build.sh [DIR]        CXX_FUZZ=clang++-14 to pick the compiler
 #
 # It writes DIR/build.ninja and runs ninja, so a second run rebuilds only what
 # changed (headers included).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:-$root/build-fuzz}
 cxx=${CXX_FUZZ:-clang++}
-command -v "$cxx" >/dev/null || { echo "fuzz/build.sh: $cxx not found (apt-get install clang)" >&2; exit 1; }
+command -v "$cxx" >/dev/null || { echo "tests/fuzz/build.sh: $cxx not found (apt-get install clang)" >&2; exit 1; }
 mkdir -p "$dir"
 
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all"
@@ -43,7 +43,7 @@ libs=$(pkg-config --libs openblas)
     objects+=("$obj")
   done
   echo "build libtapegrad-fuzz.a: ar ${objects[*]}"
-  for src in "$root"/fuzz/fuzz_*.cpp; do
+  for src in "$root"/tests/fuzz/fuzz_*.cpp; do
     name=$(basename "$src" .cpp)
     echo "build obj/fuzz/$name.o: cc $src"
     echo "build $name: link obj/fuzz/$name.o libtapegrad-fuzz.a"
