@@ -1,4 +1,5 @@
-// Convolution and pooling: unfold (im2col), conv1d/conv2d as im2col + one GEMM per image and group, max/avg/adaptive pools.
+// Convolution and pooling: unfold (im2col), conv1d/conv2d as im2col + one GEMM per image and group,
+// max/avg/adaptive pools.
 #include "../conv.hpp"
 
 #include <algorithm>
@@ -34,10 +35,11 @@ struct Layout {
 Layout layout_of(const char* op, const Shape& s, std::size_t spatial) {
   if (s.size() != spatial + 1 && s.size() != spatial + 2)
     throw std::invalid_argument(std::string(op) + ": expected input " +
-                                (spatial == 2 ? "[N, C, H, W] or [C, H, W]" : "[N, C, L] or [C, L]") + "; got " +
-                                shape_str(s));
+                                (spatial == 2 ? "[N, C, H, W] or [C, H, W]" : "[N, C, L] or [C, L]") +
+                                "; got " + shape_str(s));
   const bool batched = s.size() == spatial + 2;
-  const Layout l{spatial, batched, batched ? s[0] : 1, s[batched ? 1 : 0], spatial == 2 ? s[s.size() - 2] : 1, s.back()};
+  const Layout l{spatial, batched, batched ? s[0] : 1, s[batched ? 1 : 0], spatial == 2 ? s[s.size() - 2] : 1,
+                 s.back()};
   if (l.c == 0 || l.h == 0 || l.w == 0)
     throw std::invalid_argument(std::string(op) + ": input " + shape_str(s) +
                                 " has an empty dim (only the batch dim may be 0)");
@@ -99,8 +101,8 @@ Window conv_window(const char* op, const Layout& l, Size2 k, Size2 s, Size2 p, S
   const int64_t in_h = static_cast<int64_t>(l.h) + 2 * p.h, in_w = static_cast<int64_t>(l.w) + 2 * p.w;
   if (span_h > in_h || span_w > in_w)
     throw std::invalid_argument(std::string(op) + ": the padded input is " + str({in_h, in_w}, l) +
-                                " per channel, smaller than the kernel " + str(k, l) + " dilated by " + str(d, l) +
-                                " (" + str({span_h, span_w}, l) + ")");
+                                " per channel, smaller than the kernel " + str(k, l) + " dilated by " +
+                                str(d, l) + " (" + str({span_h, span_w}, l) + ")");
   const auto oh = static_cast<std::size_t>((in_h - span_h) / s.h + 1);
   const auto ow = static_cast<std::size_t>((in_w - span_w) / s.w + 1);
   return window_for(l, k, s, p, d, oh, ow);
@@ -122,15 +124,15 @@ Window pool_window(const char* op, const Layout& l, Size2 k, Size2 s, Size2 p, S
   check_size(op, "padding", p, 0, l);
   check_size(op, "dilation", d, 1, l);
   if (p.h > k.h / 2 || p.w > k.w / 2)
-    throw std::invalid_argument(std::string(op) + ": padding " + str(p, l) + " must be at most half of kernel size " +
-                                str(k, l));
+    throw std::invalid_argument(std::string(op) + ": padding " + str(p, l) +
+                                " must be at most half of kernel size " + str(k, l));
   const int64_t oh = pooled_length(static_cast<int64_t>(l.h), k.h, s.h, p.h, d.h, ceil_mode);
   const int64_t ow = pooled_length(static_cast<int64_t>(l.w), k.w, s.w, p.w, d.w, ceil_mode);
   if (oh < 1 || ow < 1)
-    throw std::invalid_argument(std::string(op) + ": input of " + str({static_cast<int64_t>(l.h), static_cast<int64_t>(l.w)}, l) +
-                                " per channel gives an output of " + str({oh, ow}, l) +
-                                " (too small) for kernel " + str(k, l) + ", stride " + str(s, l) + ", padding " + str(p, l) +
-                                ", dilation " + str(d, l));
+    throw std::invalid_argument(
+        std::string(op) + ": input of " + str({static_cast<int64_t>(l.h), static_cast<int64_t>(l.w)}, l) +
+        " per channel gives an output of " + str({oh, ow}, l) + " (too small) for kernel " + str(k, l) +
+        ", stride " + str(s, l) + ", padding " + str(p, l) + ", dilation " + str(d, l));
   return window_for(l, k, s, p, d, static_cast<std::size_t>(oh), static_cast<std::size_t>(ow));
 }
 
@@ -234,20 +236,22 @@ Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const 
                     Array gx = empty_array(op, node.input_shape(0));
                     advise_huge_pages(gx.data(), gx.size());
                     std::fill_n(gx.data(), gx.size(), 0.0f);
-                    parallel_for(g.n, kernels::grain_for(g.n, g.n * out_c * k * l), [&](std::size_t lo, std::size_t hi) {
-                      std::vector<float> dcols(k * l);
-                      for (std::size_t n = lo; n < hi; ++n)
-                        for (std::size_t gr = 0; gr < groups; ++gr) {
-                          float* img = gx.data() + (n * g.c + gr * cg) * g.h * g.w;
-                          const float* gyn = G + (n * out_c + gr * og) * l;
-                          if (pointwise(g)) {  // the patches are the image: write straight into it
-                            gemm(true, false, k, l, og, W + gr * og * k, gyn, img);
-                          } else {
-                            gemm(true, false, k, l, og, W + gr * og * k, gyn, dcols.data());
-                            im2col<true>(img, cg, g, dcols.data());
-                          }
-                        }
-                    });
+                    parallel_for(
+                        g.n, kernels::grain_for(g.n, g.n * out_c * k * l),
+                        [&](std::size_t lo, std::size_t hi) {
+                          std::vector<float> dcols(k * l);
+                          for (std::size_t n = lo; n < hi; ++n)
+                            for (std::size_t gr = 0; gr < groups; ++gr) {
+                              float* img = gx.data() + (n * g.c + gr * cg) * g.h * g.w;
+                              const float* gyn = G + (n * out_c + gr * og) * l;
+                              if (pointwise(g)) {  // the patches are the image: write straight into it
+                                gemm(true, false, k, l, og, W + gr * og * k, gyn, img);
+                              } else {
+                                gemm(true, false, k, l, og, W + gr * og * k, gyn, dcols.data());
+                                im2col<true>(img, cg, g, dcols.data());
+                              }
+                            }
+                        });
                     d[0] = std::move(gx);
                   }
                   if (node.needs_grad(1)) {  // dW = sum over images of gy patches^T: [og, l] x [l, k]
@@ -283,7 +287,8 @@ Window conv_checked(const char* op, std::size_t spatial, const Tensor& x, const 
                                 (spatial == 2 ? "[out_channels, in_channels / groups, kH, kW]"
                                               : "[out_channels, in_channels / groups, kL]") +
                                 "; got " + shape_str(ws));
-  if (groups < 1) throw std::invalid_argument(std::string(op) + ": groups must be positive; got " + std::to_string(groups));
+  if (groups < 1)
+    throw std::invalid_argument(std::string(op) + ": groups must be positive; got " + std::to_string(groups));
   const auto gr = static_cast<std::size_t>(groups);
   if (ws[0] == 0 || ws[0] % gr != 0)
     throw std::invalid_argument(std::string(op) + ": " + shapes + ": out_channels " + std::to_string(ws[0]) +
@@ -376,17 +381,20 @@ Tensor max_pool(const char* op, const Tensor& x, const Layout& lay, const Window
         arg[at] = won;
       }
   const std::size_t outs = g.oh * g.ow;
-  return record(op, std::move(out), {x}, [op, arg = std::move(arg), plane, outs](const Array& gy, const Node& n, Grads& d) {
+  return record(op, std::move(out), {x},
+                [op, arg = std::move(arg), plane, outs](const Array& gy, const Node& n, Grads& d) {
                   Array gx = zeros_array(op, n.input_shape(0));
                   for (std::size_t at = 0; at < arg.size(); ++at)
-                    if (arg[at] >= 0) gx.data()[at / outs * plane + static_cast<std::size_t>(arg[at])] += gy.data()[at];
+                    if (arg[at] >= 0)
+                      gx.data()[at / outs * plane + static_cast<std::size_t>(arg[at])] += gy.data()[at];
                   d[0] = std::move(gx);
                 });
 }
 
 // What the sum over the window rows x cols is divided by.
 double divisor_of(const Span& rows, const Span& cols, std::optional<int64_t> divisor) {
-  return divisor ? static_cast<double>(*divisor) : static_cast<double>(rows.count) * static_cast<double>(cols.count);
+  return divisor ? static_cast<double>(*divisor)
+                 : static_cast<double>(rows.count) * static_cast<double>(cols.count);
 }
 
 // The sum over each window (in double) divided by rows[y].count * cols[x].count,
@@ -412,7 +420,8 @@ Tensor box_average(const char* op, const Tensor& x, const Layout& lay, std::vect
                   for (std::size_t pl = 0, at = 0; pl < planes; ++pl)
                     for (std::size_t y = 0; y < rows.size(); ++y)
                       for (std::size_t xo = 0; xo < cols.size(); ++xo, ++at) {
-                        const auto share = static_cast<float>(gy.data()[at] / divisor_of(rows[y], cols[xo], divisor));
+                        const auto share =
+                            static_cast<float>(gy.data()[at] / divisor_of(rows[y], cols[xo], divisor));
                         for (std::size_t i = rows[y].first; i < rows[y].end; ++i)
                           for (std::size_t j = cols[xo].first; j < cols[xo].end; ++j)
                             gx.data()[pl * plane + i * w + j] += share;
@@ -427,11 +436,12 @@ Tensor max_pool_nd(const char* op, std::size_t spatial, const Tensor& x, Size2 k
   return max_pool(op, x, l, pool_window(op, l, k, s, p, d, ceil_mode));
 }
 
-Tensor avg_pool_nd(const char* op, std::size_t spatial, const Tensor& x, Size2 k, Size2 s, Size2 p, bool ceil_mode,
-                   bool count_include_pad, std::optional<int64_t> divisor) {
+Tensor avg_pool_nd(const char* op, std::size_t spatial, const Tensor& x, Size2 k, Size2 s, Size2 p,
+                   bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
   const Layout l = layout_of(op, x.shape(), spatial);
   const Window g = pool_window(op, l, k, s, p, 1, ceil_mode);
-  if (divisor && *divisor == 0) throw std::invalid_argument(std::string(op) + ": divisor_override must not be 0");
+  if (divisor && *divisor == 0)
+    throw std::invalid_argument(std::string(op) + ": divisor_override must not be 0");
   return box_average(op, x, l, avg_spans(g.oh, g.h, g.kh, g.sh, g.ph, count_include_pad),
                      avg_spans(g.ow, g.w, g.kw, g.sw, g.pw, count_include_pad), divisor);
 }
@@ -456,9 +466,11 @@ Tensor unfold(const Tensor& input, Size2 kernel_size, const UnfoldOptions& o) {
   Array out = empty_array("unfold", out_shape);
   for (std::size_t n = 0; n < g.n; ++n)  // [C, H, W] -> [C kh kw, oh ow], image by image
     im2col<false>(input.value().data() + n * image, g.c, g, out.data() + n * rows * cols);
-  return record("unfold", std::move(out), {input}, [g, rows, cols, image](const Array& gy, const Node& n, Grads& d) {
+  return record("unfold", std::move(out), {input},
+                [g, rows, cols, image](const Array& gy, const Node& n, Grads& d) {
                   Array gx = zeros_array("unfold", n.input_shape(0));
-                  for (std::size_t i = 0; i < g.n; ++i) im2col<true>(gx.data() + i * image, g.c, g, gy.data() + i * rows * cols);
+                  for (std::size_t i = 0; i < g.n; ++i)
+                    im2col<true>(gx.data() + i * image, g.c, g, gy.data() + i * rows * cols);
                   d[0] = std::move(gx);
                 });
 }
@@ -473,31 +485,33 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const std::optional<Ten
 
 Tensor conv1d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
               const Conv1dFuncOptions& o) {
-  const Window g = conv_checked("conv1d", 1, input, weight, bias, as_width(o.stride, 1), as_width(o.padding, 0),
-                                as_width(o.dilation, 1), o.groups);
+  const Window g = conv_checked("conv1d", 1, input, weight, bias, as_width(o.stride, 1),
+                                as_width(o.padding, 0), as_width(o.dilation, 1), o.groups);
   const Layout l = layout_of("conv1d", input.shape(), 1);
   return convolution("conv1d", input, weight, bias, g, static_cast<std::size_t>(o.groups),
                      shape_for(l, weight.shape()[0], g.oh, g.ow));
 }
 
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, const MaxPool2dFuncOptions& o) {
-  return max_pool_nd("max_pool2d", 2, input, kernel_size, o.stride.value_or(kernel_size), o.padding, o.dilation,
-                     o.ceil_mode);
+  return max_pool_nd("max_pool2d", 2, input, kernel_size, o.stride.value_or(kernel_size), o.padding,
+                     o.dilation, o.ceil_mode);
 }
 
 Tensor max_pool1d(const Tensor& input, int64_t kernel_size, const MaxPool1dFuncOptions& o) {
-  return max_pool_nd("max_pool1d", 1, input, as_width(kernel_size, 1), as_width(o.stride.value_or(kernel_size), 1),
-                     as_width(o.padding, 0), as_width(o.dilation, 1), o.ceil_mode);
+  return max_pool_nd("max_pool1d", 1, input, as_width(kernel_size, 1),
+                     as_width(o.stride.value_or(kernel_size), 1), as_width(o.padding, 0),
+                     as_width(o.dilation, 1), o.ceil_mode);
 }
 
 Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, const AvgPool2dFuncOptions& o) {
-  return avg_pool_nd("avg_pool2d", 2, input, kernel_size, o.stride.value_or(kernel_size), o.padding, o.ceil_mode,
-                     o.count_include_pad, o.divisor_override);
+  return avg_pool_nd("avg_pool2d", 2, input, kernel_size, o.stride.value_or(kernel_size), o.padding,
+                     o.ceil_mode, o.count_include_pad, o.divisor_override);
 }
 
 Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, const AvgPool1dFuncOptions& o) {
-  return avg_pool_nd("avg_pool1d", 1, input, as_width(kernel_size, 1), as_width(o.stride.value_or(kernel_size), 1),
-                     as_width(o.padding, 0), o.ceil_mode, o.count_include_pad, std::nullopt);
+  return avg_pool_nd("avg_pool1d", 1, input, as_width(kernel_size, 1),
+                     as_width(o.stride.value_or(kernel_size), 1), as_width(o.padding, 0), o.ceil_mode,
+                     o.count_include_pad, std::nullopt);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {

@@ -1,4 +1,5 @@
-// The ops behind the layers a first program reaches for: softplus, log_sigmoid, logsumexp, the binary cross-entropies, batch_norm.
+// The ops behind the layers a first program reaches for: softplus, log_sigmoid, logsumexp, the binary
+// cross-entropies, batch_norm.
 #include "../ops_nn.hpp"
 
 #include <algorithm>
@@ -63,29 +64,30 @@ Tensor softplus(const Tensor& x, float beta, float threshold) {
   for (std::size_t i = 0; i < y.size(); ++i)
     y.data()[i] = a[i] * beta > threshold ? a[i] : std::log1p(std::exp(a[i] * beta)) / beta;
   return record("softplus", std::move(y), {x}, [beta, threshold](const Array& g, const Node& n, Grads& d) {
-                  const float* a = n.input(0).data();
-                  Array gx = empty_array("softplus", n.input_shape(0));
-                  for (std::size_t i = 0; i < gx.size(); ++i) {  // sigmoid(beta x) = z / (z + 1)
-                    const float z = std::exp(a[i] * beta);
-                    gx.data()[i] = a[i] * beta > threshold ? g.data()[i] : g.data()[i] * z / (z + 1.0f);
-                  }
-                  d[0] = std::move(gx);
-                });
+    const float* a = n.input(0).data();
+    Array gx = empty_array("softplus", n.input_shape(0));
+    for (std::size_t i = 0; i < gx.size(); ++i) {  // sigmoid(beta x) = z / (z + 1)
+      const float z = std::exp(a[i] * beta);
+      gx.data()[i] = a[i] * beta > threshold ? g.data()[i] : g.data()[i] * z / (z + 1.0f);
+    }
+    d[0] = std::move(gx);
+  });
 }
 
 Tensor log_sigmoid(const Tensor& x) {
   Array y = empty_array("log_sigmoid", x.shape());
   const float* a = x.value().data();
-  for (std::size_t i = 0; i < y.size(); ++i) y.data()[i] = log_sigmoid_of(a[i]);  // exp(-|x|) <= 1: no overflow
+  for (std::size_t i = 0; i < y.size(); ++i)
+    y.data()[i] = log_sigmoid_of(a[i]);  // exp(-|x|) <= 1: no overflow
   return record("log_sigmoid", std::move(y), {x}, [](const Array& g, const Node& n, Grads& d) {
-                  const float* a = n.input(0).data();
-                  Array gx = empty_array("log_sigmoid", n.input_shape(0));
-                  for (std::size_t i = 0; i < gx.size(); ++i) {  // 1 - sigmoid(x), from z = exp(-|x|)
-                    const float z = std::exp(-std::abs(a[i]));
-                    gx.data()[i] = g.data()[i] * (a[i] < 0.0f ? 1.0f - z / (1.0f + z) : z / (1.0f + z));
-                  }
-                  d[0] = std::move(gx);
-                });
+    const float* a = n.input(0).data();
+    Array gx = empty_array("log_sigmoid", n.input_shape(0));
+    for (std::size_t i = 0; i < gx.size(); ++i) {  // 1 - sigmoid(x), from z = exp(-|x|)
+      const float z = std::exp(-std::abs(a[i]));
+      gx.data()[i] = g.data()[i] * (a[i] < 0.0f ? 1.0f - z / (1.0f + z) : z / (1.0f + z));
+    }
+    d[0] = std::move(gx);
+  });
 }
 
 // ------------------------------------------------------------- logsumexp
@@ -113,7 +115,8 @@ Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
       for (std::size_t j = 0; j < n; ++j) sum += std::exp(at(j) - m);
       y.data()[o * inner + i] = static_cast<float>(std::log(sum) + m);
     }
-  return record("logsumexp", std::move(y), {x}, [outer, n, inner](const Array& g, const Node& node, Grads& d) {
+  return record("logsumexp", std::move(y), {x},
+                [outer, n, inner](const Array& g, const Node& node, Grads& d) {
                   // d/dx_j = exp(x_j - logsumexp(x)): the softmax
                   const float *a = node.input(0).data(), *lse = node.output_value().data();
                   Array gx = empty_array("logsumexp", node.input_shape(0));
@@ -140,36 +143,40 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const std
   const float *x = input.value().data(), *t = target.value().data();
   for (std::size_t i = 0; i < input.numel(); ++i)
     if (!(x[i] >= 0.0f && x[i] <= 1.0f))
-      throw std::invalid_argument(std::string(op) + ": all elements of input should be between 0 and 1; input " +
-                                  shape_str(s) + " holds " + std::to_string(x[i]) + " at flat index " +
-                                  std::to_string(i));
+      throw std::invalid_argument(std::string(op) +
+                                  ": all elements of input should be between 0 and 1; input " + shape_str(s) +
+                                  " holds " + std::to_string(x[i]) + " at flat index " + std::to_string(i));
   // -(t log(x) + (1 - t) log(1 - x)), each log clamped at -100 (PyTorch's order of operations)
   Array loss = empty_array(op, s);
   for (std::size_t i = 0; i < loss.size(); ++i)
-    loss.data()[i] = (t[i] - 1.0f) * std::max(std::log1p(-x[i]), -100.0f) - t[i] * std::max(std::log(x[i]), -100.0f);
+    loss.data()[i] =
+        (t[i] - 1.0f) * std::max(std::log1p(-x[i]), -100.0f) - t[i] * std::max(std::log(x[i]), -100.0f);
   Array per_element = loss * w;
   std::vector<Tensor> inputs{input, target};
   if (weight) inputs.push_back(*weight);
   const std::size_t count = loss.size();
-  return record(op, reduced(std::move(per_element), r), std::move(inputs),
-                [r, count, w = std::move(w), loss = std::move(loss)](const Array& g, const Node& n, Grads& d) {
-                  const float *x = n.input(0).data(), *t = n.input(1).data();
-                  Array gx = empty_array("binary_cross_entropy", n.input_shape(0)), gt = empty_array("binary_cross_entropy", n.input_shape(0));
-                  Array gw = empty_array("binary_cross_entropy", n.input_shape(0));
-                  for (std::size_t i = 0; i < count; ++i) {
-                    const float gi = grad_at(g, i, r, count);
-                    // d/dx = (x - t) / (x (1 - x)), the denominator at least 1e-12; d/dt = -logit(x)
-                    gx.data()[i] = gi * w.data()[i] * (x[i] - t[i]) / std::max((1.0f - x[i]) * x[i], 1e-12f);
-                    gt.data()[i] = -gi * w.data()[i] * std::log(x[i] / (1.0f - x[i]));
-                    gw.data()[i] = gi * loss.data()[i];
-                  }
-                  d[0] = std::move(gx);
-                  d[1] = std::move(gt);
-                  if (d.size() == 3) d[2] = std::move(gw);  // summed to weight's shape by the engine
-                });
+  return record(
+      op, reduced(std::move(per_element), r), std::move(inputs),
+      [r, count, w = std::move(w), loss = std::move(loss)](const Array& g, const Node& n, Grads& d) {
+        const float *x = n.input(0).data(), *t = n.input(1).data();
+        Array gx = empty_array("binary_cross_entropy", n.input_shape(0)),
+              gt = empty_array("binary_cross_entropy", n.input_shape(0));
+        Array gw = empty_array("binary_cross_entropy", n.input_shape(0));
+        for (std::size_t i = 0; i < count; ++i) {
+          const float gi = grad_at(g, i, r, count);
+          // d/dx = (x - t) / (x (1 - x)), the denominator at least 1e-12; d/dt = -logit(x)
+          gx.data()[i] = gi * w.data()[i] * (x[i] - t[i]) / std::max((1.0f - x[i]) * x[i], 1e-12f);
+          gt.data()[i] = -gi * w.data()[i] * std::log(x[i] / (1.0f - x[i]));
+          gw.data()[i] = gi * loss.data()[i];
+        }
+        d[0] = std::move(gx);
+        d[1] = std::move(gt);
+        if (d.size() == 3) d[2] = std::move(gw);  // summed to weight's shape by the engine
+      });
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight,
                                         const std::optional<Tensor>& pos_weight, Reduction r) {
   const char* op = "binary_cross_entropy_with_logits";
   const Shape s = input.shape();
@@ -199,32 +206,36 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   if (pos_weight) inputs.push_back(*pos_weight);
   const std::size_t count = loss.size();
   const bool has_w = weight.has_value();
-  return record(
-      op, reduced(std::move(per_element), r), std::move(inputs),
-      [r, count, has_w, w = std::move(w), pw, loss = std::move(loss)](const Array& g, const Node& n, Grads& d) {
-        const float *x = n.input(0).data(), *t = n.input(1).data();
-        const auto& shape = n.input_shape(0);
-        Array gx = empty_array("binary_cross_entropy_with_logits", shape), gt = empty_array("binary_cross_entropy_with_logits", shape), gw = empty_array("binary_cross_entropy_with_logits", shape),
-              gpw = empty_array("binary_cross_entropy_with_logits", shape);
-        for (std::size_t i = 0; i < count; ++i) {
-          const float gi = grad_at(g, i, r, count) * w.data()[i], sig = 1.0f / (1.0f + std::exp(-x[i]));
-          if (pw) {  // with p = pos_weight t: d/dx = (p + 1 - t) sigmoid(x) - p
-            const float p = pw->data()[i] * t[i];
-            gx.data()[i] = gi * ((p + 1.0f - t[i]) * sig - p);
-            // d/dt = log_sigmoid(-x) - pos_weight log_sigmoid(x); d/dpos_weight = -t log_sigmoid(x)
-            gt.data()[i] = gi * (log_sigmoid_of(-x[i]) - pw->data()[i] * log_sigmoid_of(x[i]));
-            gpw.data()[i] = -gi * t[i] * log_sigmoid_of(x[i]);
-          } else {
-            gx.data()[i] = gi * (sig - t[i]);
-            gt.data()[i] = -gi * x[i];
-          }
-          gw.data()[i] = grad_at(g, i, r, count) * loss.data()[i];
-        }
-        d[0] = std::move(gx);
-        d[1] = std::move(gt);
-        if (has_w) d[2] = std::move(gw);  // weight and pos_weight: summed to their shapes by the engine
-        if (pw) d[has_w ? 3 : 2] = std::move(gpw);
-      });
+  return record(op, reduced(std::move(per_element), r), std::move(inputs),
+                [r, count, has_w, w = std::move(w), pw, loss = std::move(loss)](const Array& g, const Node& n,
+                                                                                Grads& d) {
+                  const float *x = n.input(0).data(), *t = n.input(1).data();
+                  const auto& shape = n.input_shape(0);
+                  Array gx = empty_array("binary_cross_entropy_with_logits", shape),
+                        gt = empty_array("binary_cross_entropy_with_logits", shape),
+                        gw = empty_array("binary_cross_entropy_with_logits", shape),
+                        gpw = empty_array("binary_cross_entropy_with_logits", shape);
+                  for (std::size_t i = 0; i < count; ++i) {
+                    const float gi = grad_at(g, i, r, count) * w.data()[i],
+                                sig = 1.0f / (1.0f + std::exp(-x[i]));
+                    if (pw) {  // with p = pos_weight t: d/dx = (p + 1 - t) sigmoid(x) - p
+                      const float p = pw->data()[i] * t[i];
+                      gx.data()[i] = gi * ((p + 1.0f - t[i]) * sig - p);
+                      // d/dt = log_sigmoid(-x) - pos_weight log_sigmoid(x); d/dpos_weight = -t log_sigmoid(x)
+                      gt.data()[i] = gi * (log_sigmoid_of(-x[i]) - pw->data()[i] * log_sigmoid_of(x[i]));
+                      gpw.data()[i] = -gi * t[i] * log_sigmoid_of(x[i]);
+                    } else {
+                      gx.data()[i] = gi * (sig - t[i]);
+                      gt.data()[i] = -gi * x[i];
+                    }
+                    gw.data()[i] = grad_at(g, i, r, count) * loss.data()[i];
+                  }
+                  d[0] = std::move(gx);
+                  d[1] = std::move(gt);
+                  if (has_w)
+                    d[2] = std::move(gw);  // weight and pos_weight: summed to their shapes by the engine
+                  if (pw) d[has_w ? 3 : 2] = std::move(gpw);
+                });
 }
 
 // --------------------------------------------------------- batch norm
@@ -241,23 +252,31 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
   const char* op = "batch_norm";
   const Shape s = input.shape();
   if (s.size() < 2)
-    throw std::invalid_argument(std::string(op) + ": input must be [N, C, ...] (2 or more dims); got " + shape_str(s));
-  const std::size_t c = s[1], inner = input.numel() / std::max<std::size_t>(s[0] * c, 1), count = s[0] * inner;
-  for (const auto& [what, t] : {std::pair{"running_mean", running_mean}, std::pair{"running_var", running_var},
-                                std::pair{"weight", weight}, std::pair{"bias", bias}})
+    throw std::invalid_argument(std::string(op) + ": input must be [N, C, ...] (2 or more dims); got " +
+                                shape_str(s));
+  const std::size_t c = s[1], inner = input.numel() / std::max<std::size_t>(s[0] * c, 1),
+                    count = s[0] * inner;
+  for (const auto& [what, t] :
+       {std::pair{"running_mean", running_mean}, std::pair{"running_var", running_var},
+        std::pair{"weight", weight}, std::pair{"bias", bias}})
     if (t && t->shape() != Shape{c})
-      throw std::invalid_argument(std::string(op) + ": " + what + " " + shape_str(t->shape()) + " for input " +
-                                  shape_str(s) + " (expected [" + std::to_string(c) + "], one per channel)");
+      throw std::invalid_argument(std::string(op) + ": " + what + " " + shape_str(t->shape()) +
+                                  " for input " + shape_str(s) + " (expected [" + std::to_string(c) +
+                                  "], one per channel)");
   if (running_mean.has_value() != running_var.has_value())
     throw std::invalid_argument(std::string(op) + ": give both running_mean and running_var, or neither");
   if (!training && !running_mean)
-    throw std::invalid_argument(std::string(op) + ": running_mean and running_var are needed when not training");
+    throw std::invalid_argument(std::string(op) +
+                                ": running_mean and running_var are needed when not training");
   if (training && count <= 1)
-    throw std::invalid_argument(std::string(op) + ": expected more than 1 value per channel when training; got input " +
+    throw std::invalid_argument(std::string(op) +
+                                ": expected more than 1 value per channel when training; got input " +
                                 shape_str(s));
-  if (!(eps >= 0.0f)) throw std::invalid_argument(std::string(op) + ": eps must be >= 0; got " + std::to_string(eps));
+  if (!(eps >= 0.0f))
+    throw std::invalid_argument(std::string(op) + ": eps must be >= 0; got " + std::to_string(eps));
   if (training && running_mean && (running_mean->requires_grad() || running_var->requires_grad()))
-    throw std::invalid_argument(std::string(op) + ": the running statistics are updated in place and must not "
+    throw std::invalid_argument(std::string(op) +
+                                ": the running statistics are updated in place and must not "
                                 "require grad");
 
   // Each channel's mean and 1/std, from the batch or from the running statistics.
@@ -274,7 +293,8 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
       for (std::size_t i = 0; i < inner; ++i) sum += x[(b * c + ch) * inner + i];
     const double mu = sum / static_cast<double>(count);
     for (std::size_t b = 0; b < s[0]; ++b)
-      for (std::size_t i = 0; i < inner; ++i) sq += (x[(b * c + ch) * inner + i] - mu) * (x[(b * c + ch) * inner + i] - mu);
+      for (std::size_t i = 0; i < inner; ++i)
+        sq += (x[(b * c + ch) * inner + i] - mu) * (x[(b * c + ch) * inner + i] - mu);
     mean[ch] = static_cast<float>(mu);
     rstd[ch] = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(count) + eps));  // biased variance
     unbiased_var[ch] = static_cast<float>(sq / static_cast<double>(count - 1));
@@ -330,7 +350,8 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
                       for (std::size_t i = 0; i < inner; ++i) {
                         const std::size_t at = (b * c + ch) * inner + i;
                         const float xhat = (x[at] - mean[ch]) * rstd[ch];
-                        gx.data()[at] = rstd[ch] * static_cast<float>(g.data()[at] * scale - mean_d - xhat * mean_dx);
+                        gx.data()[at] =
+                            rstd[ch] * static_cast<float>(g.data()[at] * scale - mean_d - xhat * mean_dx);
                       }
                     gw.data()[ch] = static_cast<float>(sum_gx);
                     gb.data()[ch] = static_cast<float>(sum_g);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include "../kernels/copy.hpp"
 #include "../tape.hpp"
@@ -230,28 +231,41 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
 
 // ----------------------------------------------------------------- indexing
 
-Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
-  if (a.dim() == 0 || normalize_dim("index_select", dim, a.dim()) != 0)
+// Rows of `a` (dim 0) picked by a 1-d index, checked: the forward of both
+// index_selects, for values (Array) and for labels (Indices).
+template <class T>
+static xt::xarray<T> pick_rows(const xt::xarray<T>& a, int64_t dim, const Indices& index) {
+  const Shape in_shape = shape_of(a);
+  if (a.dimension() == 0 || normalize_dim("index_select", dim, a.dimension()) != 0)
     throw std::invalid_argument(
-        "index_select: only dim 0 of a tensor with at least one dim is "
-        "supported; got dim " +
-        std::to_string(dim) + " of " + shape_str(a.shape()));
+        "index_select: only dim 0 of a tensor with at least one dim is supported; got dim " +
+        std::to_string(dim) + " of " + shape_str(in_shape));
   if (index.dimension() != 1)
     throw std::invalid_argument("index_select: index must be 1-d; got shape " + shape_str(index.shape()));
-  const Shape in_shape = a.shape();
   check_indices("index_select", index, in_shape[0]);
-  const std::size_t row = a.numel() / std::max<std::size_t>(in_shape[0], 1);
+  const std::size_t row = a.size() / std::max<std::size_t>(in_shape[0], 1);
   Shape out_shape = in_shape;
   out_shape[0] = index.size();
-  Array out = empty_array("index_select", out_shape);
+  xt::xarray<T> out;
+  if constexpr (std::is_same_v<T, float>)
+    out = empty_array("index_select", out_shape);
+  else
+    out = empty_indices("index_select", out_shape);
   for (std::size_t i = 0; i < index.size(); ++i)
-    std::copy_n(a.value().data() + index(i) * row, row, out.data() + i * row);
-  return record("index_select", std::move(out), {a}, [index, row](const Array& g, const Node& n, Grads& d) {
-    Array gi = zeros_array("index_select", n.input_shape(0));
-    for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
-      for (std::size_t c = 0; c < row; ++c) gi.data()[index(i) * row + c] += g.data()[i * row + c];
-    d[0] = std::move(gi);
-  });
+    std::copy_n(a.data() + index.data()[i] * static_cast<int64_t>(row), row, out.data() + i * row);
+  return out;
+}
+
+Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
+  const std::size_t row = a.numel() / std::max<std::size_t>(a.dim() == 0 ? 1 : a.shape()[0], 1);
+  return record("index_select", pick_rows(a.value(), dim, index), {a},
+                [index, row](const Array& g, const Node& n, Grads& d) {
+                  Array gi = zeros_array("index_select", n.input_shape(0));
+                  for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
+                    for (std::size_t c = 0; c < row; ++c)
+                      gi.data()[index(i) * row + c] += g.data()[i * row + c];
+                  d[0] = std::move(gi);
+                });
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
@@ -272,21 +286,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
 }
 
 Indices index_select(const Indices& a, int64_t dim, const Indices& index) {
-  const Shape in_shape(a.shape().begin(), a.shape().end());
-  if (a.dimension() == 0 || normalize_dim("index_select", dim, a.dimension()) != 0)
-    throw std::invalid_argument(
-        "index_select: only dim 0 of indices with at least one dim is supported; got dim " +
-        std::to_string(dim) + " of " + shape_str(in_shape));
-  if (index.dimension() != 1)
-    throw std::invalid_argument("index_select: index must be 1-d; got shape " + shape_str(index.shape()));
-  check_indices("index_select", index, in_shape[0]);
-  const std::size_t row = a.size() / std::max<std::size_t>(in_shape[0], 1);
-  Shape out_shape = in_shape;
-  out_shape[0] = index.size();
-  Indices out = empty_indices("index_select", out_shape);
-  for (std::size_t i = 0; i < index.size(); ++i)
-    std::copy_n(a.data() + index(i) * row, row, out.data() + i * row);
-  return out;
+  return pick_rows(a, dim, index);
 }
 
 Indices narrow(const Indices& a, int64_t dim, int64_t start, int64_t length) {
