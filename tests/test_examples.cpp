@@ -481,6 +481,13 @@ TEST_SUITE("examples") {
       return row;
     };
     CHECK(numbers(epoch_rows(c.output).at(3)) == numbers(epoch_rows(a.output).at(3)));
+
+    // --bench-steps times steps on one batch instead of training (scripts/steptime).
+    auto bench = run_command("OPENBLAS_NUM_THREADS=1 " + tg::test::example_path("digits_cnn") + " --bench-steps 3");
+    INFO(bench.output);
+    REQUIRE(bench.status == 0);
+    CHECK(bench.output.find("step_ms: ") != std::string::npos);
+    CHECK(bench.output.find("epoch") == std::string::npos);
   }
 
   TEST_CASE("names_mlp on the bundled names: beats a bigram model on dev, samples 20 names") {
