@@ -3,22 +3,29 @@
 // pooling, then a linear layer over the 32 channels of 2x2 that are left.
 //
 //   digits_cnn [--data CSV] [--epochs N] [--seed S] [--save FILE] [--load FILE] [--stop-after K]
-//              [--threads T]
+//              [--threads T] [--bench-steps N]
 //
 // The flags are digits_mlp's, and so are the split, the optimizer and the
-// schedule; only the model differs. tests/tools/digits_cnn_reference.py is the
-// same program in PyTorch.
+// schedule; only the model differs. --bench-steps N times N training steps on
+// the first batch instead of training (scripts/steptime).
+// tests/tools/digits_cnn_reference.py is the same program in PyTorch.
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <tapegrad/tapegrad.hpp>
 
 #include "flags.hpp"
 
 int main(int argc, char** argv) try {
-  Flags flag(argc, argv, training_flags(DIGITS_DEFAULT_DATA, "20"));
+  Flags flag(argc, argv, training_flags(DIGITS_DEFAULT_DATA, "20", {{"--bench-steps", ""}}),
+             "A CNN on the 8x8 digits: lr, train and test loss, accuracy and ms per step per epoch;\n"
+             "--save/--load a checkpoint, --stop-after K, --threads T, --bench-steps N (time N steps instead of\n"
+             "training).");
   training_threads(flag);
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
@@ -43,6 +50,39 @@ int main(int argc, char** argv) try {
   tg::optim::Adam opt(model.parameters(), {.lr = 2e-3});
   tg::optim::CosineAnnealingLR sched(opt, {.T_max = epochs});
 
+  // One training step on the images `idx`: forward, loss, backward, update; returns the loss.
+  auto train_step = [&](const tg::Indices& idx) {
+    tg::Tensor x = tg::index_select(images, 0, idx);
+    tg::Indices y = tg::data::take(data.labels, idx);
+    opt.zero_grad();
+    tg::Tensor loss = tg::nn::data_parallel(
+        model.parameters(), idx.size(),
+        [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
+        [&](const tg::Tensor& logits) { return tg::cross_entropy(logits, y); }, gen);
+    opt.step();
+    return loss.item();
+  };
+
+  if (flag.given("--bench-steps")) {  // fixed shapes: the first batch of the training images, over and over
+    // The median wall time of a step, and the process's CPU time per step.
+    const int steps = flag.number("--bench-steps");
+    const tg::Indices first = tg::indices(std::vector<int64_t>(split.train.begin(), split.train.begin() + 32));
+    model.train();
+    for (int step = 0; step < 10; ++step) train_step(first);  // warm-up
+    std::vector<double> ms;
+    const std::clock_t cpu_start = std::clock();
+    for (int step = 0; step < steps; ++step) {
+      const auto start = std::chrono::steady_clock::now();
+      train_step(first);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    const double cpu_ms =
+        1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / std::max(1, steps);
+    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+    std::printf("step_ms: %.3f cpu_ms: %.3f\n", ms.empty() ? 0.0 : ms[ms.size() / 2], cpu_ms);
+    return 0;
+  }
+
   // The checkpoint holds BatchNorm's running statistics too (buffers, in state_dict()).
   tg::Checkpoint ckpt{.model = &model, .optimizer = &opt, .scheduler = &sched, .generator = &gen};
   int first = 1;
@@ -58,15 +98,7 @@ int main(int argc, char** argv) try {
     model.train();  // batch statistics, dropout
     for (const tg::Indices& idx : batches) {
       const auto start = std::chrono::steady_clock::now();
-      tg::Tensor x = tg::index_select(images, 0, idx);
-      tg::Indices y = tg::data::take(data.labels, idx);
-      opt.zero_grad();
-      tg::Tensor loss = tg::nn::data_parallel(
-          model.parameters(), idx.size(),
-          [&](std::size_t b, std::size_t e) { return model(tg::narrow(x, 0, b, e - b)); },
-          [&](const tg::Tensor& logits) { return tg::cross_entropy(logits, y); }, gen);
-      opt.step();
-      total += loss.item() * idx.size();
+      total += train_step(idx) * idx.size();
       ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     sched.step();

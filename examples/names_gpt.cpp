@@ -25,7 +25,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -34,6 +33,7 @@
 #include <tapegrad/tapegrad.hpp>
 
 #include "flags.hpp"
+#include "names.hpp"
 
 // tests/tools/names_gpt_reference.py is the same model and training in PyTorch, with these constants.
 constexpr int64_t context = 16, embed = 64, heads = 4, layers = 2, vocab = 27;  // '.' and a-z
@@ -115,20 +115,6 @@ static double lr_at(int64_t step, int64_t total) {
   return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-static std::vector<std::string> read_names(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> names;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line.size() >= context ||
-        line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos)
-      throw std::runtime_error(path + ":" + std::to_string(names.size() + 1) + ": not a name of 1 to " +
-                               std::to_string(context - 1) + " letters a-z");
-    names.push_back(line);
-  }
-  if (names.size() < 10) throw std::runtime_error(path + ": cannot be read, or holds fewer than 10 names");
-  return names;
-}
-
 int main(int argc, char** argv) try {
   Flags flag(
       argc, argv, training_flags(NAMES_DEFAULT_DATA, "10", {{"--init-out", ""}, {"--bench-steps", ""}}),
@@ -139,8 +125,8 @@ int main(int argc, char** argv) try {
   const int epochs = flag.number("--epochs");
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
 
-  std::vector<std::string> names = read_names(flag["--data"]);
-  const std::size_t n_train = names.size() * 9 / 10;
+  std::vector<std::string> names = read_names(flag["--data"], static_cast<std::size_t>(context - 1));
+  const std::size_t n_train = train_count(names.size());
   const Names train = encode({names.begin(), names.begin() + n_train});
   const Names dev = encode({names.begin() + n_train, names.end()});
   auto count = [](const Names& s) { return std::accumulate(s.chars.begin(), s.chars.end(), 0LL); };

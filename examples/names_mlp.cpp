@@ -14,7 +14,6 @@
 // TAPEGRAD_NUM_THREADS): a run repeats exactly for one T, and differs in
 // rounding from a run on another T.
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include <tapegrad/tapegrad.hpp>
 
 #include "flags.hpp"
+#include "names.hpp"
 
 // tests/tools/names_mlp_reference.py is the same model in PyTorch, with these defaults.
 constexpr std::size_t context = 3, dim = 10, hidden = 200, batch_size = 32;
@@ -47,18 +47,6 @@ static Examples make_examples(const std::vector<std::string>& names) {
   return {tg::indices(xs, {ys.size(), context}), tg::indices(ys)};
 }
 
-static std::vector<std::string> read_names(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> names;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line.find_first_not_of("abcdefghijklmnopqrstuvwxyz") != std::string::npos)
-      throw std::runtime_error(path + ":" + std::to_string(names.size() + 1) + ": not a name of letters a-z");
-    names.push_back(line);
-  }
-  if (names.size() < 10) throw std::runtime_error(path + ": cannot be read, or holds fewer than 10 names");
-  return names;
-}
-
 int main(int argc, char** argv) try {
   Flags flag(
       argc, argv, training_flags(NAMES_DEFAULT_DATA, "10"),
@@ -69,7 +57,7 @@ int main(int argc, char** argv) try {
   const int last = flag.given("--stop-after") ? flag.number("--stop-after") : epochs;
 
   std::vector<std::string> names = read_names(flag["--data"]);
-  const std::size_t n_train = names.size() * 9 / 10;
+  const std::size_t n_train = train_count(names.size());
   Examples train = make_examples({names.begin(), names.begin() + n_train});
   Examples dev = make_examples({names.begin() + n_train, names.end()});
   std::printf("data: %s: %zu names (%zu train, %zu dev), %zu train and %zu dev examples\n",

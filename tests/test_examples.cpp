@@ -481,6 +481,13 @@ TEST_SUITE("examples") {
       return row;
     };
     CHECK(numbers(epoch_rows(c.output).at(3)) == numbers(epoch_rows(a.output).at(3)));
+
+    // --bench-steps times steps on one batch instead of training (scripts/steptime).
+    auto bench = run_command("OPENBLAS_NUM_THREADS=1 " + tg::test::example_path("digits_cnn") + " --bench-steps 3");
+    INFO(bench.output);
+    REQUIRE(bench.status == 0);
+    CHECK(bench.output.find("step_ms: ") != std::string::npos);
+    CHECK(bench.output.find("epoch") == std::string::npos);
   }
 
   TEST_CASE("names_mlp on the bundled names: beats a bigram model on dev, samples 20 names") {
@@ -614,6 +621,59 @@ TEST_SUITE("examples") {
     r = run_command(exe + " --load " + tmp.file("names.txt"));
     CHECK(r.status == 1);
     CHECK(r.output.find("names.txt") != std::string::npos);
+  }
+}
+
+// ---- names_gru: the character-level GRU (docs/examples.md), a few epochs on
+// the bundled 600 names (17 steps an epoch).
+TEST_SUITE("examples") {
+  TEST_CASE("names_gru: its loss falls, and 3 epochs = 1 epoch, stop, 2 resumed, byte for byte") {
+    TempDir tmp;
+    const std::string exe = tg::test::example_path("names_gru") + " --epochs 3";
+    const std::string full = tmp.file("full.ckpt"), half = tmp.file("half.ckpt"), resumed = tmp.file("resumed.ckpt");
+    auto a = run_command(exe + " --save " + full + " --init-out " + tmp.file("init.safetensors"));
+    auto b = run_command(exe + " --stop-after 1 --save " + half);
+    auto c = run_command(exe + " --load " + half + " --save " + resumed);
+    INFO(a.output << "\n---\n" << b.output << "\n---\n" << c.output);
+    REQUIRE((a.status == 0 && b.status == 0 && c.status == 0));
+    // The GRU's weights, Adam's moments and step counts, the schedule, the generator.
+    CHECK(tg::test::read_file(full).size() > 100000);
+    CHECK(tg::test::read_file(full) == tg::test::read_file(resumed));
+    CHECK(tg::test::read_file(full) != tg::test::read_file(half));
+    const auto rows_a = epoch_rows(a.output), rows_b = epoch_rows(b.output), rows_c = epoch_rows(c.output);
+    REQUIRE(rows_a.size() == 3);
+    REQUIRE(rows_b.size() == 1);
+    REQUIRE(rows_c.size() == 2);  // epochs 2 and 3 only
+    CHECK(rows_b.at(1) == rows_a.at(1));
+    CHECK(rows_c.at(2) == rows_a.at(2));
+    CHECK(rows_c.at(3) == rows_a.at(3));
+    CHECK(line_after(c.output, "sampled:") == line_after(a.output, "sampled:"));
+
+    REQUIRE(rows_a.at(3).size() == 3);  // lr, train_loss, dev_loss
+    CHECK(rows_a.at(1)[0] == doctest::Approx(5e-3));
+    // From about ln 27 = 3.30 nats per character, both losses fall.
+    CHECK(rows_a.at(1)[2] < std::log(27.0));
+    CHECK(rows_a.at(3)[1] < rows_a.at(1)[1] - 0.2);
+    CHECK(rows_a.at(3)[2] < rows_a.at(1)[2] - 0.1);
+    std::stringstream sampled(line_after(a.output, "sampled:"));
+    std::vector<std::string> names;
+    for (std::string name; sampled >> name;) names.push_back(name);
+    CHECK(names.size() >= 18);  // 20, some of which may be empty (the model ended it at once)
+    for (const std::string& name : names) CHECK(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
+
+    // The initial weights by PyTorch's names (tests/tools/names_gru_reference.py --init loads them).
+    const tg::StateDict init = tg::load_safetensors(tmp.file("init.safetensors"));
+    for (const char* name : {"embed.weight", "gru.weight_ih_l0", "gru.weight_hh_l0", "gru.bias_ih_l0", "gru.bias_hh_l0",
+                             "head.weight", "head.bias"})
+      CHECK(init.count(name) == 1);
+    CHECK(init.at("gru.weight_ih_l0").shape(0) == 384);  // r, z, n of 128 each
+    CHECK(init.at("gru.weight_ih_l0").shape(1) == 16);
+
+    auto r = run_command("OPENBLAS_NUM_THREADS=1 " + tg::test::example_path("names_gru") + " --bench-steps 3");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("step_ms: ") != std::string::npos);
+    CHECK(r.output.find("epoch") == std::string::npos);  // no training table
   }
 }
 

@@ -132,6 +132,54 @@ TEST_SUITE("core.nn_ops") {
     CHECK_ALLCLOSE(direct.value(), tg::reshape(via, {2, 4, 3, 6}).value(), 1e-5, 1e-5);
   }
 
+  TEST_CASE("conv2d's patches and their gradient are the definition's, exactly, on every path of unfolding") {
+    // A weight of ones that picks patch row r into output channel r: conv2d(x, w)
+    // is then unfold(x) and its input gradient the patches' gradient folded
+    // back, bit for bit (each sum is one value plus zeros). Windows of stride 1
+    // over an input as wide as the output are copied a plane at a time
+    // (core/ops/conv.cpp); the others row by row.
+    struct Case {
+      tg::Shape x;
+      tg::Size2 k, p, d, s;
+    };
+    for (const Case& c : {Case{{2, 3, 5, 4}, 3, 1, 1, 1}, Case{{1, 2, 6, 7}, {3, 5}, {1, 2}, 1, 1},
+                          Case{{2, 2, 4, 5}, 3, 2, 2, 1}, Case{{1, 1, 1, 6}, 3, 1, 1, 1},  // taps of padding only
+                          Case{{1, 2, 3, 3}, {1, 3}, {0, 1}, 1, 1}, Case{{2, 2, 5, 5}, 3, 0, 1, 1},
+                          Case{{1, 2, 6, 5}, 3, 1, 1, {2, 1}}, Case{{1, 1, 4, 4}, 2, 1, 1, 1}}) {
+      const std::size_t n = c.x[0], ch = c.x[1], h = c.x[2], w = c.x[3];
+      const auto kh = static_cast<std::size_t>(c.k.h), kw = static_cast<std::size_t>(c.k.w);
+      const std::size_t rows = ch * kh * kw;
+      Tensor x = rnd(c.x);
+      Array pick = xt::zeros<float>({rows, ch, kh, kw});
+      for (std::size_t r = 0; r < rows; ++r) pick(r, r / (kh * kw), r / kw % kh, r % kw) = 1.0f;
+      Tensor y = tg::conv2d(x, Tensor(pick), std::nullopt, {.stride = c.s, .padding = c.p, .dilation = c.d});
+      const std::size_t oh = y.shape()[2], ow = y.shape()[3];
+      CAPTURE(tg::shape_str(c.x));
+      CAPTURE(tg::shape_str(y.shape()));
+      // The input pixel under output (yo, xo) for tap (i, j), if it is not padding.
+      auto pixel = [&](std::size_t i, std::size_t j, std::size_t yo, std::size_t xo, std::size_t& iy, std::size_t& ix) {
+        const int64_t sy = static_cast<int64_t>(yo) * c.s.h + static_cast<int64_t>(i) * c.d.h - c.p.h;
+        const int64_t sx = static_cast<int64_t>(xo) * c.s.w + static_cast<int64_t>(j) * c.d.w - c.p.w;
+        iy = static_cast<std::size_t>(sy), ix = static_cast<std::size_t>(sx);
+        return sy >= 0 && sx >= 0 && iy < h && ix < w;
+      };
+      Array cols = xt::zeros<float>({n, rows, oh, ow});
+      const Array g = tg::randn({n, rows, oh, ow}, gen).value();
+      Array gx = xt::zeros<float>(c.x);
+      for (std::size_t b = 0; b < n; ++b)
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t yo = 0; yo < oh; ++yo)
+            for (std::size_t xo = 0; xo < ow; ++xo)
+              if (std::size_t iy, ix; pixel(r / kw % kh, r % kw, yo, xo, iy, ix)) {
+                cols(b, r, yo, xo) = x.value()(b, r / (kh * kw), iy, ix);
+                gx(b, r / (kh * kw), iy, ix) += g(b, r, yo, xo);
+              }
+      CHECK(y.to_vector() == Tensor(cols).to_vector());
+      y.backward(g);
+      CHECK(x.grad_dense() == gx);
+    }
+  }
+
   TEST_CASE("PyTorch parity: max_pool1d/2d with padding, dilation, ceil_mode and ties") {
     for (const char* shape : {"k2", "k3_s2_p1", "mixed_ceil", "ceil_s2", "unbatched"})
       for (const char* values : {"randn", "ties"})

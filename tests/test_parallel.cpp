@@ -354,4 +354,33 @@ TEST_SUITE("threads") {
       }
     }
   }
+
+  TEST_CASE("conv2d splits its images across threads: the same bits run to run, close across counts") {
+    // Each chunk of images sums its own weight and bias gradients; the chunks'
+    // sums are added in image order.
+    auto run = [] {
+      tg::Generator gen(9);
+      tg::nn::Conv2d conv(4, 6, 3, {.padding = 1}, gen);
+      Tensor x = tg::randn({12, 4, 10, 10}, gen, true);
+      tg::sum(tg::tanh(conv(x))).backward();
+      return std::vector<Array>{conv(x).value(), x.grad().dense(), conv.weight.grad().dense(), conv.bias->grad().dense()};
+    };
+    std::vector<Array> one;
+    {
+      Threads threads(1);
+      one = run();
+    }
+    for (std::size_t n : {2, 3}) {
+      CAPTURE(n);
+      Threads threads(n);
+      const std::size_t before = tg::detail::split_loops();
+      const std::vector<Array> first = run(), second = run();
+      CHECK(tg::detail::split_loops() > before);
+      for (std::size_t i = 0; i < one.size(); ++i) {
+        CAPTURE(i);
+        CHECK(same_bits(first[i], second[i]));
+        CHECK_ALLCLOSE(first[i], one[i], 1e-4, 1e-4);
+      }
+    }
+  }
 }

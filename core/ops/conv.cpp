@@ -5,13 +5,17 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../kernels/dispatch.hpp"
 #include "../kernels/gemm.hpp"
 #include "../kernels/loop.hpp"
 #include "../kernels/parallel.hpp"
+#include "../kernels/reduce.hpp"
 #include "../kernels/table_memory.hpp"
 #include "../tape.hpp"
 
@@ -187,6 +191,71 @@ void im2col(std::conditional_t<fold, float*, const float*> img, std::size_t chan
       }
 }
 
+// The same for a window that moves by 1 along both dims over an input as wide
+// as the output (a "same" convolution: 3x3 with padding 1, 5x5 with padding
+// 2, ...). Then tap (i, j)'s row of the patch matrix is the channel's plane
+// shifted by a fixed offset, and is copied (or added back) in one run, not one
+// short run per output row; the entries between the runs' rows, which the
+// shift wraps onto the neighbouring row's other edge, are zeros of the padding
+// (fold: are cleared in `cols`, which it overwrites, before the run is added).
+// The same values as im2col; tests/test_ops_nn.cpp holds the two equal.
+bool shifted_rows(const Window& g) {
+  return g.sh == 1 && g.sw == 1 && g.ow == g.w;
+}
+
+template <bool fold>
+[[gnu::always_inline]] inline void im2col_shifted(std::conditional_t<fold, float*, const float*> img,
+                                                  std::size_t channels, const Window& g, float* cols) {
+  const std::size_t plane = g.oh * g.ow, in_plane = g.h * g.w;
+  for (std::size_t ch = 0; ch < channels; ++ch, img += in_plane)
+    for (std::size_t i = 0; i < g.kh; ++i) {
+      const int64_t y_offset = static_cast<int64_t>(i * g.dh) - static_cast<int64_t>(g.ph);
+      const Range ys = inside(g.oh, g.h, 1, y_offset);
+      for (std::size_t j = 0; j < g.kw; ++j, cols += plane) {
+        const int64_t x_offset = static_cast<int64_t>(j * g.dw) - static_cast<int64_t>(g.pw);
+        const Range xs = inside(g.ow, g.w, 1, x_offset);
+        if (ys.first == ys.end || xs.first == xs.end) {  // the tap sees only padding
+          if constexpr (!fold) std::fill(cols, cols + plane, 0.0f);
+          continue;
+        }
+        // outputs [begin, end) of the plane read inputs [begin + shift, end + shift)
+        const std::size_t begin = ys.first * g.ow + xs.first, end = (ys.end - 1) * g.ow + xs.end;
+        const std::ptrdiff_t shift = y_offset * static_cast<std::ptrdiff_t>(g.w) + x_offset;
+        auto clear_wrapped = [&] {  // the entries between the rows' runs
+          for (std::size_t y = ys.first; y + 1 < ys.end; ++y)
+            std::fill(cols + y * g.ow + xs.end, cols + (y + 1) * g.ow + xs.first, 0.0f);
+        };
+        if constexpr (fold) {
+          clear_wrapped();
+          float* in = img + static_cast<std::ptrdiff_t>(begin) + shift;
+          for (std::size_t k = 0; k < end - begin; ++k) in[k] += cols[begin + k];
+        } else {
+          std::fill(cols, cols + begin, 0.0f);
+          const float* in = img + static_cast<std::ptrdiff_t>(begin) + shift;
+          std::copy(in, in + (end - begin), cols + begin);
+          clear_wrapped();
+          std::fill(cols + end, cols + plane, 0.0f);
+        }
+      }
+    }
+}
+
+// One image's patches (channels of it) into cols, and cols added back into
+// the image; fold overwrites cols. Also compiled for AVX2 and AVX-512
+// (core/kernels/dispatch.hpp): the same bits.
+TG_ALSO_FOR_AVX2 void unfold_image(const float* img, std::size_t channels, const Window& g, float* cols) {
+  if (shifted_rows(g))
+    im2col_shifted<false>(img, channels, g, cols);
+  else
+    im2col<false>(img, channels, g, cols);
+}
+TG_ALSO_FOR_AVX2 void fold_image(float* img, std::size_t channels, const Window& g, float* cols) {
+  if (shifted_rows(g))
+    im2col_shifted<true>(img, channels, g, cols);
+  else
+    im2col<true>(img, channels, g, cols);
+}
+
 // ------------------------------------------------------------ convolution
 
 // A 1x1 kernel with stride 1 and no padding reads each pixel once: its patch
@@ -202,78 +271,103 @@ const float* patches(const float* x, std::size_t n, std::size_t first, std::size
   const float* img = x + (n * g.c + first) * g.h * g.w;
   if (pointwise(g)) return img;
   buffer.resize(channels * g.kh * g.kw * g.oh * g.ow);
-  im2col<false>(img, channels, g, buffer.data());
+  unfold_image(img, channels, g, buffer.data());
   return buffer.data();
 }
 
 // y[n, o] = bias[o] + weight[o] . patches, for each image n and each group: one
 // [out/groups, k] x [k, oh ow] product per image and group, k = in/groups kh kw.
+// Image by image, so that an image's patches (k x oh ow floats, recomputed in
+// backward rather than kept: 29 MB for 64 images of 16 channels at 28 x 28)
+// and its slices of the output stay in the cache between the steps that use them.
 Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                    const Window& g, std::size_t groups, const Shape& out_shape) {
   const std::size_t out_c = weight.shape()[0], cg = g.c / groups, og = out_c / groups;
   const std::size_t k = cg * g.kh * g.kw, l = g.oh * g.ow;
   Array y = empty_array(op, out_shape);
   advise_huge_pages(y.data(), y.size());  // a fresh buffer every step: 2 MB pages fault 512 times less often
+  const float *X = x.value().data(), *W = weight.value().data(), *B = bias ? bias->value().data() : nullptr;
   float* Y = y.data();
-  for (std::size_t n = 0; n < g.n; ++n)  // start from the bias, then let the products add on top
-    for (std::size_t o = 0; o < out_c; ++o)
-      std::fill_n(Y + (n * out_c + o) * l, l, bias ? bias->value().data()[o] : 0.0f);
-  const float *X = x.value().data(), *W = weight.value().data();
   parallel_for(g.n, kernels::grain_for(g.n, g.n * out_c * k * l), [&](std::size_t lo, std::size_t hi) {
     std::vector<float> buffer;
-    for (std::size_t n = lo; n < hi; ++n)
-      for (std::size_t gr = 0; gr < groups; ++gr)  // [og, k] x [k, l] -> [og, l]
-        gemm(false, false, og, l, k, W + gr * og * k, patches(X, n, gr * cg, cg, g, buffer),
-             Y + (n * out_c + gr * og) * l, true);
+    for (std::size_t n = lo; n < hi; ++n) {
+      float* yn = Y + n * out_c * l;
+      for (std::size_t o = 0; o < out_c; ++o)
+        std::fill_n(yn + o * l, l, B ? B[o] : 0.0f);  // the products add on top
+      for (std::size_t gr = 0; gr < groups; ++gr)     // [og, k] x [k, l] -> [og, l]
+        gemm(false, false, og, l, k, W + gr * og * k, patches(X, n, gr * cg, cg, g, buffer), yn + gr * og * l,
+             true);
+    }
   });
 
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
-  return record(op, std::move(y), std::move(inputs),
-                [op, g, groups, out_c, cg, og, k, l](const Array& gy, const Node& node, Grads& d) {
-                  const float *X = node.input(0).data(), *W = node.input(1).data(), *G = gy.data();
-                  if (node.needs_grad(0)) {  // d patches = W^T gy: [k, og] x [og, l], folded back
-                    Array gx = empty_array(op, node.input_shape(0));
-                    advise_huge_pages(gx.data(), gx.size());
-                    std::fill_n(gx.data(), gx.size(), 0.0f);
-                    parallel_for(
-                        g.n, kernels::grain_for(g.n, g.n * out_c * k * l),
-                        [&](std::size_t lo, std::size_t hi) {
-                          std::vector<float> dcols(k * l);
-                          for (std::size_t n = lo; n < hi; ++n)
-                            for (std::size_t gr = 0; gr < groups; ++gr) {
-                              float* img = gx.data() + (n * g.c + gr * cg) * g.h * g.w;
-                              const float* gyn = G + (n * out_c + gr * og) * l;
-                              if (pointwise(g)) {  // the patches are the image: write straight into it
-                                gemm(true, false, k, l, og, W + gr * og * k, gyn, img);
-                              } else {
-                                gemm(true, false, k, l, og, W + gr * og * k, gyn, dcols.data());
-                                im2col<true>(img, cg, g, dcols.data());
-                              }
-                            }
-                        });
-                    d[0] = std::move(gx);
-                  }
-                  if (node.needs_grad(1)) {  // dW = sum over images of gy patches^T: [og, l] x [l, k]
-                    Array gw = zeros_array(op, node.input_shape(1));
-                    std::vector<float> buffer;
-                    for (std::size_t n = 0; n < g.n; ++n)
-                      for (std::size_t gr = 0; gr < groups; ++gr)
-                        gemm(false, true, og, k, l, G + (n * out_c + gr * og) * l,
-                             patches(X, n, gr * cg, cg, g, buffer), gw.data() + gr * og * k, true);
-                    d[1] = std::move(gw);
-                  }
-                  if (d.size() == 3 && node.needs_grad(2)) {  // dbias[o] = sum of gy[n, o, :] over n
-                    Array gb = empty_array(op, node.input_shape(2));
-                    for (std::size_t o = 0; o < out_c; ++o) {
-                      double sum = 0;
-                      for (std::size_t n = 0; n < g.n; ++n)
-                        for (std::size_t i = 0; i < l; ++i) sum += G[(n * out_c + o) * l + i];
-                      gb.data()[o] = static_cast<float>(sum);
-                    }
-                    d[2] = std::move(gb);
-                  }
-                });
+  return record(
+      op, std::move(y), std::move(inputs),
+      [g, groups, out_c, cg, og, k, l](const Array& gy, const Node& node, Grads& d) {
+        const float *X = node.input(0).data(), *W = node.input(1).data(), *G = gy.data();
+        const bool want_x = node.needs_grad(0), want_w = node.needs_grad(1),
+                   want_b = d.size() == 3 && node.needs_grad(2);
+        Array gx;
+        if (want_x) {
+          gx = xt::empty<float>(node.input_shape(0));
+          advise_huge_pages(gx.data(), gx.size());
+        }
+        // The weight's gradient is summed as its transpose, [groups, k, og]
+        // (dW^T = patches gy^T: BLAS is faster at that shape than at
+        // gy patches^T), the bias's in double; each chunk of images sums
+        // its own, and the chunks' sums are added in order.
+        struct Sums {
+          std::vector<float> wt;
+          std::vector<double> b;
+        };
+        std::map<std::size_t, Sums> chunks;
+        std::mutex chunks_lock;
+        parallel_for(g.n, kernels::grain_for(g.n, g.n * out_c * k * l), [&](std::size_t lo, std::size_t hi) {
+          Sums sums{std::vector<float>(want_w ? groups * k * og : 0),
+                    std::vector<double>(want_b ? out_c : 0)};
+          std::vector<float> buffer, dcols(want_x && !pointwise(g) ? k * l : 0);
+          for (std::size_t n = lo; n < hi; ++n)
+            for (std::size_t gr = 0; gr < groups; ++gr) {
+              const float* gyn = G + (n * out_c + gr * og) * l;  // [og, l]
+              if (want_w)                                        // += patches gy^T: [k, l] x [l, og]
+                gemm(false, true, k, og, l, patches(X, n, gr * cg, cg, g, buffer), gyn,
+                     sums.wt.data() + gr * k * og, true);
+              if (want_b)
+                for (std::size_t o = 0; o < og; ++o) sums.b[gr * og + o] += kernels::lane_sum(gyn + o * l, l);
+              if (want_x) {  // d patches = W^T gy: [k, og] x [og, l], folded back into the image
+                float* img = gx.data() + (n * g.c + gr * cg) * g.h * g.w;
+                if (pointwise(g)) {  // the patches are the image: write straight into it
+                  gemm(true, false, k, l, og, W + gr * og * k, gyn, img);
+                } else {
+                  gemm(true, false, k, l, og, W + gr * og * k, gyn, dcols.data());
+                  std::fill_n(img, cg * g.h * g.w, 0.0f);
+                  fold_image(img, cg, g, dcols.data());
+                }
+              }
+            }
+          const std::lock_guard<std::mutex> hold(chunks_lock);
+          chunks.emplace(lo, std::move(sums));
+        });
+        if (want_x) d[0] = std::move(gx);
+        if (want_w) {  // the chunks' [k, og] sums, added in order and transposed to [og, k]
+          Array gw = xt::zeros<float>(node.input_shape(1));
+          for (const auto& [lo, sums] : chunks)
+            for (std::size_t gr = 0; gr < groups; ++gr)
+              for (std::size_t o = 0; o < og; ++o)
+                for (std::size_t i = 0; i < k; ++i)
+                  gw.data()[(gr * og + o) * k + i] += sums.wt[(gr * k + i) * og + o];
+          d[1] = std::move(gw);
+        }
+        if (want_b) {  // dbias[o] = sum of gy[n, o, :] over n
+          std::vector<double> total(out_c, 0.0);
+          for (const auto& [lo, sums] : chunks)
+            for (std::size_t o = 0; o < out_c; ++o) total[o] += sums.b[o];
+          Array gb = xt::empty<float>(node.input_shape(2));
+          for (std::size_t o = 0; o < out_c; ++o) gb.data()[o] = static_cast<float>(total[o]);
+          d[2] = std::move(gb);
+        }
+      });
 }
 
 // Checks a convolution's weight, bias and groups against the input and returns its window.
@@ -382,8 +476,8 @@ Tensor max_pool(const char* op, const Tensor& x, const Layout& lay, const Window
       }
   const std::size_t outs = g.oh * g.ow;
   return record(op, std::move(out), {x},
-                [op, arg = std::move(arg), plane, outs](const Array& gy, const Node& n, Grads& d) {
-                  Array gx = zeros_array(op, n.input_shape(0));
+                [arg = std::move(arg), plane, outs](const Array& gy, const Node& n, Grads& d) {
+                  Array gx = xt::zeros<float>(n.input_shape(0));
                   for (std::size_t at = 0; at < arg.size(); ++at)
                     if (arg[at] >= 0)
                       gx.data()[at / outs * plane + static_cast<std::size_t>(arg[at])] += gy.data()[at];
@@ -414,9 +508,9 @@ Tensor box_average(const char* op, const Tensor& x, const Layout& lay, std::vect
         out.data()[at] = static_cast<float>(sum / divisor_of(rows[y], cols[xo], divisor));
       }
   return record(op, std::move(out), {x},
-                [op, rows = std::move(rows), cols = std::move(cols), divisor, planes, plane, w = lay.w](
+                [rows = std::move(rows), cols = std::move(cols), divisor, planes, plane, w = lay.w](
                     const Array& gy, const Node& n, Grads& d) {
-                  Array gx = zeros_array(op, n.input_shape(0));
+                  Array gx = xt::zeros<float>(n.input_shape(0));
                   for (std::size_t pl = 0, at = 0; pl < planes; ++pl)
                     for (std::size_t y = 0; y < rows.size(); ++y)
                       for (std::size_t xo = 0; xo < cols.size(); ++xo, ++at) {
@@ -465,10 +559,10 @@ Tensor unfold(const Tensor& input, Size2 kernel_size, const UnfoldOptions& o) {
   if (l.batched) out_shape.insert(out_shape.begin(), l.n);
   Array out = empty_array("unfold", out_shape);
   for (std::size_t n = 0; n < g.n; ++n)  // [C, H, W] -> [C kh kw, oh ow], image by image
-    im2col<false>(input.value().data() + n * image, g.c, g, out.data() + n * rows * cols);
+    unfold_image(input.value().data() + n * image, g.c, g, out.data() + n * rows * cols);
   return record("unfold", std::move(out), {input},
                 [g, rows, cols, image](const Array& gy, const Node& n, Grads& d) {
-                  Array gx = zeros_array("unfold", n.input_shape(0));
+                  Array gx = xt::zeros<float>(n.input_shape(0));
                   for (std::size_t i = 0; i < g.n; ++i)
                     im2col<true>(gx.data() + i * image, g.c, g, gy.data() + i * rows * cols);
                   d[0] = std::move(gx);

@@ -2,6 +2,7 @@
 """The model of examples/digits_cnn.cpp in PyTorch, for its reference test accuracy and step time.
 
     /usr/bin/python3 tests/tools/digits_cnn_reference.py [--data examples/data/digits.csv] [--epochs 20] [--seed 0]
+        [--bench-steps N]
 
 The same data and split (tapegrad's train_test_split: a Fisher-Yates shuffle of
 the positions with std::mt19937_64 seeded with --seed, the first 20% test),
@@ -11,9 +12,15 @@ MaxPool2d(2) -> Flatten -> Dropout(0.2) -> Linear(128, 10)), Adam (lr 2e-3)
 with CosineAnnealingLR over the epochs, batches of 32 shuffled each epoch, on
 one thread. The random numbers (initial weights, shuffles, dropout) are
 PyTorch's: the two runs differ by that noise. Prints digits_cnn's table.
+
+--bench-steps N times N training steps (after 10 untimed ones) on the first 32
+training images and prints `step_ms: X cpu_ms: Y`: the median wall time of a
+step and the CPU time per step; digits_cnn --bench-steps N does the same.
+scripts/steptime runs both side by side.
 """
 
 import argparse
+import statistics
 import time
 
 import torch
@@ -72,6 +79,7 @@ def main():
     p.add_argument("--data", default="examples/data/digits.csv")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bench-steps", type=int, default=0)
     args = p.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
@@ -90,6 +98,30 @@ def main():
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs)
     loss_fn = nn.CrossEntropyLoss()
 
+    def train_step(batch):
+        loss = loss_fn(model(images[batch]), labels[batch])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    if args.bench_steps:
+        # Fixed shapes: the first 32 training images, over and over. The median
+        # wall time of a step, and the process's CPU time per step.
+        batch = train[:32]
+        model.train()
+        for _ in range(10):
+            train_step(batch)
+        times = []
+        cpu_start = time.process_time()
+        for _ in range(args.bench_steps):
+            start = time.perf_counter()
+            train_step(batch)
+            times.append(time.perf_counter() - start)
+        cpu_ms = 1000 * (time.process_time() - cpu_start) / args.bench_steps
+        print(f"step_ms: {1000 * statistics.median(times):.3f} cpu_ms: {cpu_ms:.3f}")
+        return
+
     print("%5s %9s %10s %9s %8s %8s" % ("epoch", "lr", "train_loss", "test_loss", "accuracy", "ms/step"))
     for epoch in range(1, args.epochs + 1):
         lr = opt.param_groups[0]["lr"]
@@ -97,11 +129,7 @@ def main():
         total, ms, steps = 0.0, 0.0, 0
         for batch in train[torch.randperm(len(train))].split(32):
             start = time.perf_counter()
-            loss = loss_fn(model(images[batch]), labels[batch])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(batch)
+            total += train_step(batch) * len(batch)
             ms += (time.perf_counter() - start) * 1e3
             steps += 1
         sched.step()
