@@ -70,7 +70,7 @@ int main(int argc, char** argv) try {
                     {"--output", ""},
                     {"--neighbours", ""}},
                    "Trains word vectors: skip-gram or CBOW with negative sampling, or with --subwords\n"
-                   "fastText's model (a word is the sum of its row and its hashed character n-grams').\n"
+                   "fastText's model (a word is the mean of its row and its hashed character n-grams').\n"
                    "--data: a directory or file of tagged text (word/tag, the Brown corpus: ./scripts/fetch-brown)\n"
                    "or plain text, one sentence a line (--format auto: a directory or a file whose first word\n"
                    "has a '/' is tagged). --batch: corpus words per step. --output: the vectors as a .vec file\n"

@@ -8,11 +8,11 @@
 // word has an input vector (a row of `in`) and an output vector (a row of
 // `out`). Skip-gram scores a (word, context) pair by <in[word], out[context]>
 // and K negative samples by <in[word], out[negative]>; CBOW scores the word
-// against the sum of its context's input vectors. The loss of a pair is
+// against the mean of its context's input vectors. The loss of a pair is
 //   -log sigmoid(score of the true context) - sum_k log sigmoid(-score of negative k)
 // which is softplus(-s0) + sum_k softplus(s_k). With subwords, a word's input
-// vector is the sum of the rows of the word itself and of its hashed character
-// 3- to 6-grams: an EmbeddingBag in sum mode.
+// vector is the mean of the rows of the word itself and of its hashed character
+// 3- to 6-grams: an EmbeddingBag in mean mode (as fastText computes it).
 #pragma once
 
 #include <algorithm>
@@ -129,6 +129,8 @@ struct Rng {
   uint64_t state;
   uint64_t next() { return mix(state++); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  // Uniform in [0, n) for n < 2^32, by a multiply instead of a division.
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(((next() >> 32) * n) >> 32); }
 };
 
 // ------------------------------------------------------ fastText's subwords
@@ -179,7 +181,7 @@ inline std::vector<int64_t> subword_rows(const std::string& word, int32_t word_i
 
 struct Options {
   bool cbow = false;      // CBOW; else skip-gram
-  bool subwords = false;  // fastText's model: a word is the sum of its rows and its n-grams'
+  bool subwords = false;  // fastText's model: a word is the mean of its row and its n-grams'
   std::size_t dim = 100, window = 5, negative = 5, epochs = 5;
   int64_t min_count = 5;
   double sample = 1e-4;  // subsampling threshold t
@@ -228,28 +230,39 @@ struct Sampler {
     for (int64_t c : v.counts) keep.push_back(keep_probability(c, v.total, o.sample));
   }
 
+  // The random numbers of sentence `s` in epoch `epoch`.
+  static Rng sentence_rng(std::size_t s, std::size_t epoch, const Options& o) {
+    return Rng{mix(o.seed * 0x100000001b3ULL ^ mix(epoch << 40 ^ s))};
+  }
+
+  // The words of sentence s that subsampling keeps, in order.
+  std::vector<int32_t> subsample(const Corpus& c, std::size_t s, Rng& rng) const {
+    std::vector<int32_t> words;
+    for (std::size_t i = c.starts[s]; i < c.starts[s + 1]; ++i)
+      if (keep[c.ids[i]] >= 1.0 || rng.uniform() < keep[c.ids[i]]) words.push_back(c.ids[i]);
+    return words;
+  }
+
   // The examples of sentence `s` in epoch `epoch`, appended to `out`. The words
   // are subsampled first (a dropped word leaves the sentence, so windows reach
   // past it); each word then gets a window of 1 to `window` words on each side
   // (fastText and word2vec draw it so: near words count more), and each
   // example K negatives, drawn again when one is the word to predict.
   void sentence(const Corpus& c, std::size_t s, std::size_t epoch, const Options& o, Batch& out) const {
-    Rng rng{mix(o.seed * 0x100000001b3ULL ^ mix(epoch << 40 ^ s))};
-    std::vector<int32_t> words;
-    for (std::size_t i = c.starts[s]; i < c.starts[s + 1]; ++i)
-      if (keep[c.ids[i]] >= 1.0 || rng.uniform() < keep[c.ids[i]]) words.push_back(c.ids[i]);
+    Rng rng = sentence_rng(s, epoch, o);
+    const std::vector<int32_t> words = subsample(c, s, rng);
     const auto negatives = [&](int32_t target) {
       out.targets.push_back(target);
       for (std::size_t k = 0; k < o.negative; ++k) {
         int32_t n;
-        do n = table[rng.next() % table.size()];
+        do n = table[rng.below(table.size())];
         while (n == target);
         out.targets.push_back(n);
       }
     };
     const std::size_t len = words.size();
     for (std::size_t i = 0; i < len; ++i) {
-      const std::size_t b = 1 + rng.next() % o.window;
+      const std::size_t b = 1 + rng.below(o.window);
       const std::size_t lo = i >= b ? i - b : 0, hi = std::min(len, i + b + 1);
       if (o.cbow) {
         if (hi - lo < 2) continue;  // no context
@@ -297,7 +310,7 @@ class Model {
     for (float& x : w) x = static_cast<float>((rng.uniform() - 0.5) / static_cast<double>(o.dim));
     if (o.subwords || o.cbow)
       bag_ = std::make_unique<tg::nn::EmbeddingBag>(
-          tg::nn::EmbeddingBag::from_pretrained(w, {.mode = tg::nn::EmbeddingBagMode::sum}, /*freeze=*/false));
+          tg::nn::EmbeddingBag::from_pretrained(w, {.mode = tg::nn::EmbeddingBagMode::mean}, /*freeze=*/false));
     else
       emb_ = std::make_unique<tg::nn::Embedding>(tg::nn::Embedding::from_pretrained(w, {}, /*freeze=*/false));
     out_ = std::make_unique<tg::nn::Embedding>(
@@ -306,11 +319,12 @@ class Model {
       for (std::size_t i = 0; i < vocab.size(); ++i)
         rows_.push_back(subword_rows(vocab.words[i], static_cast<int32_t>(i), vocab.size(), o.minn, o.maxn,
                                      o.buckets));
-    std::vector<tg::Tensor> params{in_weight(), out_->weight};
+    // Two groups, so that the input table can have a rate of its own (step()).
+    std::vector<tg::optim::ParamGroup> groups{{.params = {in_weight()}}, {.params = {out_->weight}}};
     if (o.adam)
-      opt_ = std::make_unique<tg::optim::Adam>(params, tg::optim::AdamOptions{.lr = o.lr});
+      opt_ = std::make_unique<tg::optim::Adam>(groups, tg::optim::AdamOptions{.lr = o.lr});
     else
-      opt_ = std::make_unique<tg::optim::SGD>(params, tg::optim::SGDOptions{.lr = o.lr});
+      opt_ = std::make_unique<tg::optim::SGD>(groups, tg::optim::SGDOptions{.lr = o.lr});
     std::vector<float> sign(1 + o.negative, 1.0f);
     sign[0] = -1.0f;  // softplus(-s) = -log sigmoid(s) for the true context
     sign_ = tg::tensor(sign, {sign.size()});
@@ -321,21 +335,22 @@ class Model {
   tg::optim::Optimizer& optimizer() { return *opt_; }
 
   // The input side of a batch: one vector per example, [examples, dim].
+  // Sets mean_bag_: the mean number of rows in an example's input.
   tg::Tensor hidden(const Batch& b) {
-    if (o_.cbow) {  // the sum of the context's rows (and, with subwords, their n-grams')
+    mean_bag_ = 1.0;
+    if (o_.cbow) {  // the mean of the context's rows (and, with subwords, their n-grams')
       tg::CsrBatch csr;
-      csr.indptr.push_back(0);
       for (std::size_t e = 0; e + 1 < b.bag_start.size(); ++e) {
         for (int64_t k = b.bag_start[e]; k < b.bag_start[e + 1]; ++k) add_rows(b.bag[k], csr.indices);
         csr.indptr.push_back(static_cast<int64_t>(csr.indices.size()));
       }
+      mean_bag_ = static_cast<double>(csr.indices.size()) / static_cast<double>(csr.rows());
       return bag_->forward(csr);
     }
     if (!o_.subwords) return emb_->forward(tg::indices(std::vector<int64_t>(b.center.begin(), b.center.end())));
     // Skip-gram with subwords: each run of pairs of one center word shares its
-    // bag, which is summed once and then picked for each pair.
+    // bag, which is averaged once and then picked for each pair.
     tg::CsrBatch csr;
-    csr.indptr.push_back(0);
     std::vector<int64_t> pick;
     for (std::size_t p = 0; p < b.center.size(); ++p) {
       if (p == 0 || b.center[p] != b.center[p - 1]) {
@@ -344,26 +359,43 @@ class Model {
       }
       pick.push_back(static_cast<int64_t>(csr.indptr.size()) - 2);
     }
+    mean_bag_ = static_cast<double>(csr.indices.size()) / static_cast<double>(csr.rows());
     return tg::index_select(bag_->forward(csr), 0, tg::indices(pick));
+  }
+
+  // The batch's loss, summed over its examples: for scores s = [true target,
+  // K negatives], softplus(-s_0) + sum_k softplus(s_k).
+  tg::Tensor loss(const Batch& b) {
+    const std::size_t cols = 1 + o_.negative;
+    tg::Tensor h = hidden(b);                                                        // [P, dim]
+    tg::Tensor scores = out_->dot(h, tg::indices(b.targets, {b.examples(), cols}));  // [P, 1 + K]
+    return tg::sum(tg::softplus(scores * sign_));
   }
 
   // One step: the loss of the batch's examples on the tape, backward, and the
   // optimizer's update of the rows they touched. Returns the summed loss.
+  //
+  // An input that is the mean of n rows gives each row 1/n of the input's
+  // gradient. word2vec (CBOW) and fastText (subwords) add the input's whole
+  // gradient to each row instead, which moves the mean by lr times the
+  // gradient. With SGD the input table's rate is therefore lr times the
+  // batch's mean bag size: a bag of the mean size moves as in those tools,
+  // and each row gets the true gradient's direction. (Adam scales its steps by
+  // itself: both tables get lr.)
   double step(const Batch& b, double lr) {
     if (b.examples() == 0) return 0.0;
-    const std::size_t cols = 1 + o_.negative;
-    tg::Tensor h = hidden(b);                                                 // [P, dim]
-    tg::Tensor scores = out_->dot(h, tg::indices(b.targets, {b.examples(), cols}));  // [P, 1 + K]
-    tg::Tensor loss = tg::sum(tg::softplus(scores * sign_));
+    tg::Tensor loss = this->loss(b);
     opt_->zero_grad();
     loss.backward();
-    opt_->set_lr(lr);
+    opt_->set_lr(1, lr);
+    opt_->set_lr(0, o_.adam ? lr : lr * mean_bag_);
     opt_->step();
     return loss.item();
   }
 
-  // A word's vector: its input row, or with subwords the sum of its rows. For
-  // a word outside the vocabulary, with subwords, the sum of its n-grams' rows.
+  // A word's vector: its input row, or with subwords the mean of its rows (as
+  // fastText's). For a word outside the vocabulary, with subwords, the mean of
+  // its n-grams' rows.
   std::vector<float> vector(const std::string& word, int32_t id) {
     std::vector<float> v(o_.dim, 0.0f);
     std::vector<int64_t> rows;
@@ -374,6 +406,7 @@ class Model {
     const float* w = in_weight().value().data();
     for (int64_t r : rows)
       for (std::size_t d = 0; d < o_.dim; ++d) v[d] += w[r * o_.dim + d];
+    for (float& x : v) x /= static_cast<float>(std::max<std::size_t>(rows.size(), 1));
     return v;
   }
 
@@ -393,6 +426,7 @@ class Model {
   std::unique_ptr<tg::optim::Optimizer> opt_;
   std::vector<std::vector<int64_t>> rows_;  // subwords: each word's rows of the input table
   tg::Tensor sign_;
+  double mean_bag_ = 1.0;
 };
 
 // ------------------------------------------------------------- the .vec file
