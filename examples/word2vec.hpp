@@ -251,14 +251,11 @@ struct Sampler {
   void sentence(const Corpus& c, std::size_t s, std::size_t epoch, const Options& o, Batch& out) const {
     Rng rng = sentence_rng(s, epoch, o);
     const std::vector<int32_t> words = subsample(c, s, rng);
-    const auto negatives = [&](int32_t target) {
+    const std::size_t cols = 1 + o.negative, first = out.targets.size();
+    // The examples, with room for their negatives.
+    const auto example = [&](int32_t target) {
       out.targets.push_back(target);
-      for (std::size_t k = 0; k < o.negative; ++k) {
-        int32_t n;
-        do n = table[rng.below(table.size())];
-        while (n == target);
-        out.targets.push_back(n);
-      }
+      out.targets.resize(out.targets.size() + o.negative);
     };
     const std::size_t len = words.size();
     for (std::size_t i = 0; i < len; ++i) {
@@ -269,14 +266,33 @@ struct Sampler {
         for (std::size_t j = lo; j < hi; ++j)
           if (j != i) out.bag.push_back(words[j]);
         out.bag_start.push_back(static_cast<int64_t>(out.bag.size()));
-        negatives(words[i]);
+        example(words[i]);
       } else {
         for (std::size_t j = lo; j < hi; ++j) {
           if (j == i) continue;
           out.center.push_back(words[i]);
-          negatives(words[j]);
+          example(words[j]);
         }
       }
+    }
+    // Then the negatives. A draw reads a random entry of a table far larger
+    // than the caches: the entries are picked first and each is requested 16
+    // draws before it is read, so that the reads overlap instead of waiting
+    // for memory one at a time.
+    int64_t* t = out.targets.data() + first;
+    const std::size_t n = (out.targets.size() - first) / cols * o.negative;
+    thread_local std::vector<uint32_t> at;
+    at.resize(n);
+    for (uint32_t& a : at) a = static_cast<uint32_t>(rng.below(table.size()));
+    constexpr std::size_t ahead = 16;
+    for (std::size_t d = 0; d < std::min(ahead, n); ++d) __builtin_prefetch(table.data() + at[d]);
+    for (std::size_t d = 0; d < n; ++d) {
+      if (d + ahead < n) __builtin_prefetch(table.data() + at[d + ahead]);
+      const std::size_t e = d / o.negative, k = d % o.negative;
+      const int64_t target = t[e * cols];
+      int32_t neg = table[at[d]];
+      while (neg == target) neg = table[rng.below(table.size())];
+      t[e * cols + 1 + k] = neg;
     }
   }
 };

@@ -290,18 +290,27 @@ namespace {
   return lane[0];
 }
 
+// The table's rows are read at random: each row is requested two of h's rows
+// ahead (as EmbeddingBag's sums do), or every read would wait for memory.
+constexpr std::size_t dot_ahead = 2;
+
 // scores[p, c] = <h[p], weight[ids[p, c]]> for p in [lo, hi).  Also compiled for AVX2.
 TG_ALSO_FOR_AVX2 void dot_rows(const float* h, const float* weight, const int64_t* ids, std::size_t lo,
                                std::size_t hi, std::size_t cols, std::size_t dim, float* scores) {
-  for (std::size_t p = lo; p < hi; ++p)
+  for (std::size_t p = lo; p < hi; ++p) {
+    if (p + dot_ahead < hi)
+      for (std::size_t c = 0; c < cols; ++c) prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
     for (std::size_t c = 0; c < cols; ++c)
       scores[p * cols + c] = lane_dot_float(h + p * dim, weight + ids[p * cols + c] * dim, dim);
+  }
 }
 
 // dh[p] = sum_c g[p, c] weight[ids[p, c]], c in order, for p in [lo, hi).  Also compiled for AVX2.
 TG_ALSO_FOR_AVX2 void dot_rows_grad(const float* g, const float* weight, const int64_t* ids, std::size_t lo,
                                     std::size_t hi, std::size_t cols, std::size_t dim, float* dh) {
   for (std::size_t p = lo; p < hi; ++p) {
+    if (p + dot_ahead < hi)
+      for (std::size_t c = 0; c < cols; ++c) prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
     float* dst = dh + p * dim;
     for (std::size_t d = 0; d < dim; ++d) dst[d] = 0.0f;
     for (std::size_t c = 0; c < cols; ++c) {
