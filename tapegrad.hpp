@@ -21,6 +21,7 @@
 #include "core/tape.hpp"
 #include "core/tensor.hpp"
 #include "data/batch.hpp"
+#include "data/corpus.hpp"
 #include "data/csv.hpp"
 #include "data/file_error.hpp"
 #include "data/loader.hpp"

@@ -26,17 +26,25 @@
 
 class Flags {
  public:
-  Flags(int argc, char** argv, std::map<std::string, std::string> defaults, const std::string& about = "")
-      : values_(std::move(defaults)) {
+  // `switches` take no value: given, they read "1" (their default is "").
+  Flags(int argc, char** argv, std::map<std::string, std::string> defaults, const std::string& about = "",
+        std::vector<std::string> switches = {})
+      : values_(std::move(defaults)), switches_(std::move(switches)) {
+    for (const std::string& s : switches_) values_[s] = "";
     for (int i = 1; i < argc; ++i)
       if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
         std::fputs(usage(argv[0], about).c_str(), stdout);
         std::exit(0);
       }
-    for (int i = 1; i < argc; i += 2) {
+    for (int i = 1; i < argc;) {
+      if (is_switch(argv[i])) {
+        values_[argv[i++]] = "1";
+        continue;
+      }
       if (!values_.count(argv[i]) || i + 1 == argc)
         throw std::invalid_argument(std::string("bad flag ") + argv[i]);
       values_[argv[i]] = argv[i + 1];
+      i += 2;
     }
   }
 
@@ -50,8 +58,8 @@ class Flags {
     std::size_t width = 0;
     for (const auto& [name, value] : values_) width = std::max(width, name.size());
     for (const auto& [name, value] : values_)
-      s += "  " + name + std::string(width + 2 - name.size(), ' ') + (value.empty() ? "(not set)" : value) +
-           "\n";
+      s += "  " + name + std::string(width + 2 - name.size(), ' ') +
+           (is_switch(name) ? "(a switch: off unless given)" : value.empty() ? "(not set)" : value) + "\n";
     return s;
   }
 
@@ -72,8 +80,26 @@ class Flags {
     return v;
   }
 
+  // A number such as 0.025 or 1e-4; the error names the flag.
+  double real(const std::string& name) const {
+    const std::string& text = values_.at(name);
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) throw std::invalid_argument(name + ": not a number: '" + text + "'");
+    return v;
+  }
+
  private:
+  bool is_switch(const std::string& name) const {
+    return std::find(switches_.begin(), switches_.end(), name) != switches_.end();
+  }
   std::map<std::string, std::string> values_;
+  std::vector<std::string> switches_;
 };
 
 // The lessons' flags: `--dot FILE` (Graphviz text of the graph, tg::to_dot) and

@@ -274,6 +274,96 @@ Tensor Embedding::forward(const Indices& input) {
                 });
 }
 
+namespace {
+
+// <x, y> in float, in 16 lanes (lane j takes elements j, j + 16, ...) added
+// pairwise at the end: the order depends only on n, so every ISA and thread
+// count gives the same bits, and the compiler may keep the lanes in SIMD registers.
+[[gnu::always_inline]] inline float lane_dot_float(const float* x, const float* y, std::size_t n) {
+  float lane[16] = {};
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (std::size_t j = 0; j < 16; ++j) lane[j] += x[i + j] * y[i + j];
+  for (std::size_t j = 0; i < n; ++i, ++j) lane[j] += x[i] * y[i];
+  for (std::size_t half = 8; half > 0; half /= 2)
+    for (std::size_t j = 0; j < half; ++j) lane[j] += lane[j + half];
+  return lane[0];
+}
+
+// The table's rows are read at random: each row is requested two of h's rows
+// ahead (as EmbeddingBag's sums do), or every read would wait for memory.
+constexpr std::size_t dot_ahead = 2;
+
+// scores[p, c] = <h[p], weight[ids[p, c]]> for p in [lo, hi).  Also compiled for AVX2.
+TG_ALSO_FOR_AVX2 void dot_rows(const float* h, const float* weight, const int64_t* ids, std::size_t lo,
+                               std::size_t hi, std::size_t cols, std::size_t dim, float* scores) {
+  for (std::size_t p = lo; p < hi; ++p) {
+    if (p + dot_ahead < hi)
+      for (std::size_t c = 0; c < cols; ++c) prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
+    for (std::size_t c = 0; c < cols; ++c)
+      scores[p * cols + c] = lane_dot_float(h + p * dim, weight + ids[p * cols + c] * dim, dim);
+  }
+}
+
+// dh[p] = sum_c g[p, c] weight[ids[p, c]], c in order, for p in [lo, hi).  Also compiled for AVX2.
+TG_ALSO_FOR_AVX2 void dot_rows_grad(const float* g, const float* weight, const int64_t* ids, std::size_t lo,
+                                    std::size_t hi, std::size_t cols, std::size_t dim, float* dh) {
+  for (std::size_t p = lo; p < hi; ++p) {
+    if (p + dot_ahead < hi)
+      for (std::size_t c = 0; c < cols; ++c) prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
+    float* dst = dh + p * dim;
+    for (std::size_t d = 0; d < dim; ++d) dst[d] = 0.0f;
+    for (std::size_t c = 0; c < cols; ++c) {
+      const float gc = g[p * cols + c];
+      const float* row = weight + ids[p * cols + c] * dim;
+      for (std::size_t d = 0; d < dim; ++d) dst[d] += gc * row[d];
+    }
+  }
+}
+
+}  // namespace
+
+Tensor Embedding::dot(const Tensor& h, const Indices& ids) {
+  check_weight("Embedding::dot", weight);
+  const std::size_t num = num_embeddings(), dim = embedding_dim();
+  if (h.dim() != 2 || h.shape()[1] != dim)
+    throw std::invalid_argument("Embedding::dot: h must be [P, " + std::to_string(dim) + "] for a table of dim " +
+                                std::to_string(dim) + "; got " + shape_str(h.shape()));
+  if (ids.dimension() != 2 || ids.shape()[0] != h.shape()[0])
+    throw std::invalid_argument("Embedding::dot: ids must be [P, C] with P = " + std::to_string(h.shape()[0]) +
+                                " (h's rows); got " + shape_str(Shape(ids.shape().begin(), ids.shape().end())));
+  if (options_.max_norm || options_.padding_idx)
+    throw std::invalid_argument("Embedding::dot: not for a table with max_norm or padding_idx");
+  check_indices("Embedding::dot", ids, num);
+  const std::size_t rows = ids.shape()[0], cols = ids.shape()[1];
+  std::vector<int64_t> index(ids.begin(), ids.end());
+
+  // [P, dim] . [P, C, dim] -> [P, C]
+  Array scores = xt::empty<float>({rows, cols});
+  parallel_for(rows, kernels::grain_for(rows, rows * cols * dim), [&](std::size_t lo, std::size_t hi) {
+    dot_rows(h.value().data(), weight.value().data(), index.data(), lo, hi, cols, dim, scores.data());
+  });
+  return record("embedding_dot", std::move(scores), {weight, h},
+                [index = std::move(index), num, dim, rows, cols, sparse = options_.sparse](
+                    const Array& g, const Node& n, Grads& d) {
+                  if (n.needs_grad(1)) {  // reads the table's rows
+                    Array dh = xt::empty<float>({rows, dim});
+                    const float* w = n.input(0).data();
+                    parallel_for(rows, kernels::grain_for(rows, rows * cols * dim), [&](std::size_t lo, std::size_t hi) {
+                      dot_rows_grad(g.data(), w, index.data(), lo, hi, cols, dim, dh.data());
+                    });
+                    d[1] = std::move(dh);
+                  }
+                  if (n.needs_grad(0)) {
+                    // Entry (p, c) adds g[p, c] h[p] into row ids[p, c]: a bag
+                    // of one entry per score, reading h's row p with factor g[p, c].
+                    Plan p{index, std::vector<std::size_t>(index.size()), {g.begin(), g.end()}, num, dim};
+                    for (std::size_t k = 0; k < index.size(); ++k) p.bag_of[k] = k / cols;
+                    d[0] = weight_grad(p, n.input(1), nullptr, sparse);
+                  }
+                });
+}
+
 // --------------------------------------------------------------- EmbeddingBag
 
 namespace {

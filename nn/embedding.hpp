@@ -55,6 +55,17 @@ class Embedding : public Module {
   // input of any shape [..] -> [.., dim]. Not const: max_norm rescales rows of weight.
   Tensor forward(const Indices& input);
   Tensor operator()(const Indices& input) { return forward(input); }
+
+  // Row p of h dotted with the rows ids[p, 0..C) of the table: h [P, dim],
+  // ids [P, C] -> scores [P, C]. The same values as
+  //   tg::sum(emb(ids) * tg::reshape(h, {P, 1, dim}), 2)
+  // in one op, without the [P, C, dim] lookup in between: word2vec's output
+  // side, where h holds words' vectors and ids[p] the word to predict and its
+  // negative samples. Backward: h gets sum_c g[p, c] weight[ids[p, c]]; the
+  // weight gets a SparseRows gradient (dense with sparse = false) whose row r
+  // is the sum of g[p, c] h[p] over the (p, c) with ids[p, c] == r. Each
+  // score and each row is computed the same way on any number of threads.
+  Tensor dot(const Tensor& h, const Indices& ids);
   std::shared_ptr<Module> clone() const override {
     return copy_into(std::make_shared<Embedding>(Embedding(weight.value(), options_, weight.requires_grad())));
   }

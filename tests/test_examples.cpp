@@ -16,6 +16,7 @@
 #include <tapegrad/data/split.hpp>
 #include <tapegrad/data/tsv.hpp>
 
+#include "../examples/word2vec.hpp"
 #include "helpers.hpp"
 
 namespace {
@@ -792,5 +793,38 @@ TEST_SUITE("examples") {
     REQUIRE(names.status == 0);
     CHECK(names.output == block_after("docs/examples.md",
                                       "`./build/examples/names_mlp --data examples/data/names_sample.txt`:"));
+  }
+}
+
+TEST_SUITE("examples") {
+  TEST_CASE("word2vec trains on the bundled Brown sample, writes a .vec file and prints neighbours") {
+    const std::string program = tg::test::example_path("word2vec");
+    const std::string data = tg::test::source_path("tests/data/brown_sample");
+    const std::string vec = (std::filesystem::temp_directory_path() / "test_examples_word2vec.vec").string();
+    for (const std::string model : {"--model skipgram", "--model cbow", "--subwords --bucket 1000"}) {
+      CAPTURE(model);
+      const auto r = run_command(program + " --data " + data + " " + model +
+                                 " --min-count 1 --dim 8 --epochs 2 --sample 0 --output " + vec +
+                                 " --neighbours jury,zzz");
+      REQUIRE(r.status == 0);
+      CHECK(r.output.find("(tagged): 4 sentences, 115 words; vocabulary ") != std::string::npos);
+      CHECK(r.output.find("epoch 2  loss ") != std::string::npos);
+      CHECK(r.output.find("nearest to jury: ") != std::string::npos);
+      const std::size_t count = std::stoul(r.output.substr(r.output.find("vocabulary ") + 11));
+      const w2v::VecFile f = w2v::read_vec(vec);
+      CHECK(f.words.size() == count);
+      CHECK(f.vectors.at(0).size() == 8);
+      if (model.find("subwords") == std::string::npos)
+        CHECK(r.output.find("zzz: not in the vocabulary") != std::string::npos);
+      else  // fastText's model makes a vector for any word from its n-grams
+        CHECK(r.output.find("nearest to zzz (from its n-grams): ") != std::string::npos);
+    }
+    std::filesystem::remove(vec);
+    const auto bad = run_command(program + " --data " + data + " --model glove");
+    CHECK(bad.status == 1);
+    CHECK(bad.output.find("--model: skipgram or cbow") != std::string::npos);
+    const auto missing = run_command(program + " --data /nonexistent/brown");
+    CHECK(missing.status == 1);
+    CHECK(missing.output.find("./scripts/fetch-brown") != std::string::npos);
   }
 }

@@ -495,6 +495,32 @@ TEST_SUITE("learn") {
     CHECK(sparse_bytes == ids * (sizeof(int64_t) + big_dim * sizeof(float)));
   }
 
+  TEST_CASE("skipgram_step: word2vec's network and two Embeddings give the same step; the Embeddings' gradient is 1 + K rows a pair") {
+    const auto r = tg::test::run_command(tg::test::example_path("skipgram_step") +
+                                         " --sizes 1000,20000 --pairs 8 --dim 16 --negative 3 --repeats 1");
+    REQUIRE(r.status == 0);
+    std::size_t at = 0, runs = 0;
+    while ((at = r.output.find("same loss and gradients: yes", at)) != std::string::npos) ++runs, ++at;
+    CHECK(runs == 2);
+    CHECK(r.output.find("NO") == std::string::npos);
+    for (std::size_t v : {1000, 20000}) {
+      CAPTURE(v);
+      std::size_t dense = 0, sparse = 0;
+      std::istringstream lines(r.output);
+      for (std::string line; std::getline(lines, line);) {
+        std::size_t vocab = 0, bytes = 0;
+        float loss = 0;
+        char path[64];
+        if (std::sscanf(line.c_str(), "%zu %63s %*[^0-9-]%f %zu", &vocab, path, &loss, &bytes) == 4 && vocab == v)
+          (std::string(path) == "one-hot" ? dense : sparse) = bytes;
+      }
+      CHECK(dense == 2 * v * 16 * sizeof(float));  // both weights, every row
+      // at most 8 input rows and 8 x (1 + 3) output rows, each an id and 16 floats
+      CHECK(sparse > 0);
+      CHECK(sparse <= (8 + 8 * 4) * (sizeof(int64_t) + 16 * sizeof(float)));
+    }
+  }
+
   TEST_CASE("docs/learn.md's printed blocks are what the examples print") {
     // Each "```text\n$ ./build/examples/NAME" block between the learn markers is
     // a whole run, pasted: the program's output now must be the same, byte for byte.

@@ -1,0 +1,525 @@
+// The pieces of examples/word2vec.cpp, in a header so that tests/test_word2vec.cpp
+// can check each one: the vocabulary, the unigram^0.75 table of negative samples,
+// frequent-word subsampling, fastText's character n-grams and their hashes, the
+// batches of (word, context) pairs, one training step on the tape, the .vec
+// file, and nearest neighbours.
+//
+// The model (Mikolov et al. 2013; Bojanowski et al. 2017 with subwords): every
+// word has an input vector (a row of `in`) and an output vector (a row of
+// `out`). Skip-gram scores a (word, context) pair by <in[word], out[context]>
+// and K negative samples by <in[word], out[negative]>; CBOW scores the word
+// against the mean of its context's input vectors. The loss of a pair is
+//   -log sigmoid(score of the true context) - sum_k log sigmoid(-score of negative k)
+// which is softplus(-s0) + sum_k softplus(s_k). With subwords, a word's input
+// vector is the mean of the rows of the word itself and of its hashed character
+// 3- to 6-grams: an EmbeddingBag in mean mode (as fastText computes it).
+#pragma once
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <tapegrad/tapegrad.hpp>
+
+namespace w2v {
+
+// ------------------------------------------------------------------ vocabulary
+
+struct Vocab {
+  std::vector<std::string> words;  // most frequent first; ties in alphabetical order
+  std::vector<int64_t> counts;
+  std::unordered_map<std::string, int32_t> id;
+  int64_t total = 0;  // tokens of the corpus that are in the vocabulary
+
+  std::size_t size() const { return words.size(); }
+  int32_t find(const std::string& w) const {
+    auto it = id.find(w);
+    return it == id.end() ? -1 : it->second;
+  }
+};
+
+// The words seen at least min_count times.
+inline Vocab build_vocab(const std::vector<tg::data::Sentence>& sentences, int64_t min_count) {
+  std::unordered_map<std::string, int64_t> counts;
+  for (const auto& s : sentences)
+    for (const auto& w : s) ++counts[w];
+  std::vector<std::pair<std::string, int64_t>> kept;
+  for (auto& [w, c] : counts)
+    if (c >= min_count) kept.emplace_back(w, c);
+  std::sort(kept.begin(), kept.end(),
+            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  Vocab v;
+  for (auto& [w, c] : kept) {
+    v.id.emplace(w, static_cast<int32_t>(v.words.size()));
+    v.words.push_back(w);
+    v.counts.push_back(c);
+    v.total += c;
+  }
+  return v;
+}
+
+// The corpus as word ids: the words of each sentence that are in the vocabulary.
+struct Corpus {
+  std::vector<int32_t> ids;
+  std::vector<std::size_t> starts;  // sentence s is ids[starts[s] .. starts[s + 1])
+  std::size_t sentences() const { return starts.size() - 1; }
+};
+
+inline Corpus encode(const std::vector<tg::data::Sentence>& sentences, const Vocab& vocab) {
+  Corpus c;
+  c.starts.push_back(0);
+  for (const auto& s : sentences) {
+    for (const auto& w : s)
+      if (int32_t i = vocab.find(w); i >= 0) c.ids.push_back(i);
+    if (c.ids.size() > c.starts.back()) c.starts.push_back(c.ids.size());
+  }
+  return c;
+}
+
+// -------------------------------------------------- sampling: which words count
+
+// Subsampling of frequent words (word2vec's -sample, fastText's -t): a word
+// that makes up a share f = count / total of the corpus is kept with probability
+//   min(1, sqrt(t / f) + t / f)
+// so "the" (f = 0.06) is kept 4% of the time at t = 1e-4, and words under
+// f = t always. sample = 0 keeps every word.
+inline double keep_probability(int64_t count, int64_t total, double sample) {
+  if (sample <= 0) return 1.0;
+  const double r = sample * static_cast<double>(total) / static_cast<double>(count);
+  return std::min(1.0, std::sqrt(r) + r);
+}
+
+// Negative samples are drawn from the unigram distribution raised to `power`
+// (0.75: rare words are drawn more often than their share, frequent ones less),
+// as word2vec does: a table of `size` entries where word i fills a share
+// count_i^power / sum_j count_j^power, in order, and a draw is a uniform entry.
+inline std::vector<int32_t> unigram_table(const std::vector<int64_t>& counts, double power, std::size_t size) {
+  if (counts.empty()) throw std::invalid_argument("unigram_table: no words");
+  double sum = 0;
+  for (int64_t c : counts) sum += std::pow(static_cast<double>(c), power);
+  std::vector<int32_t> table(size);
+  std::size_t i = 0;
+  double upto = std::pow(static_cast<double>(counts[0]), power) / sum;  // share of words 0..i
+  for (std::size_t a = 0; a < size; ++a) {
+    table[a] = static_cast<int32_t>(i);
+    if (static_cast<double>(a + 1) / static_cast<double>(size) > upto && i + 1 < counts.size())
+      upto += std::pow(static_cast<double>(counts[++i]), power) / sum;
+  }
+  return table;
+}
+
+// Random numbers from a counter (splitmix64): a sentence's draws depend on the
+// seed, the epoch and the sentence alone, never on which thread built it or
+// how the corpus was cut into batches.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+struct Rng {
+  uint64_t state;
+  uint64_t next() { return mix(state++); }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  // Uniform in [0, n) for n < 2^32, by a multiply instead of a division.
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(((next() >> 32) * n) >> 32); }
+};
+
+// ------------------------------------------------------ fastText's subwords
+
+// fastText's hash of a string (FNV-1a, 32 bits), bytes taken as signed chars
+// as its Dictionary::hash does.
+inline uint32_t fnv1a(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (char c : s) {
+    h ^= static_cast<uint32_t>(static_cast<int8_t>(c));
+    h *= 16777619u;
+  }
+  return h;
+}
+
+// The character n-grams of "<" word ">" of minn to maxn characters (UTF-8
+// sequences count as one), in fastText's order: by start, then by length; the
+// one-character grams "<" and ">" are left out.
+inline std::vector<std::string> char_ngrams(const std::string& word, std::size_t minn, std::size_t maxn) {
+  const std::string w = "<" + word + ">";
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if ((w[i] & 0xC0) == 0x80) continue;
+    std::string ngram;
+    for (std::size_t j = i, n = 1; j < w.size() && n <= maxn; ++n) {
+      ngram.push_back(w[j++]);
+      while (j < w.size() && (w[j] & 0xC0) == 0x80) ngram.push_back(w[j++]);
+      if (n >= minn && !(n == 1 && (i == 0 || j == w.size()))) out.push_back(ngram);
+    }
+  }
+  return out;
+}
+
+// The rows of the input table that make a word's vector: the word's own row
+// (`word_id`, or none for a word outside the vocabulary: -1) and, for each
+// n-gram, row vocab_size + fnv1a(ngram) % buckets, as fastText numbers them.
+inline std::vector<int64_t> subword_rows(const std::string& word, int32_t word_id, std::size_t vocab_size,
+                                         std::size_t minn, std::size_t maxn, std::size_t buckets) {
+  std::vector<int64_t> rows;
+  if (word_id >= 0) rows.push_back(word_id);
+  if (buckets > 0 && maxn > 0)
+    for (const std::string& g : char_ngrams(word, minn, maxn))
+      rows.push_back(static_cast<int64_t>(vocab_size + fnv1a(g) % buckets));
+  return rows;
+}
+
+// ----------------------------------------------------------------- settings
+
+struct Options {
+  bool cbow = false;      // CBOW; else skip-gram
+  bool subwords = false;  // fastText's model: a word is the mean of its row and its n-grams'
+  std::size_t dim = 100, window = 5, negative = 5, epochs = 5;
+  int64_t min_count = 5;
+  double sample = 1e-4;  // subsampling threshold t
+  double lr = 0.025;     // decays linearly to lr * 1e-4 over the run, as word2vec's
+  std::size_t minn = 3, maxn = 6, buckets = 2000000;
+  std::size_t batch = 1000;  // corpus words per step (before subsampling)
+  bool adam = false;         // else SGD
+  uint64_t seed = 0;
+  std::size_t table_size = 10000000;  // entries of the unigram table
+};
+
+// --------------------------------------------------------------- the batches
+
+// What one step trains on. Skip-gram: pair p is (center[p], targets[p, 0]) and
+// targets[p, 1..K] its negative samples. CBOW: example p is the bag of context
+// words bag[bag_start[p] .. bag_start[p + 1]) predicting targets[p, 0], with
+// negatives targets[p, 1..K]. With subwords, a skip-gram center is a bag too.
+struct Batch {
+  std::vector<int32_t> center;        // skip-gram: the word of each pair
+  std::vector<int64_t> targets;       // [pairs, 1 + K]
+  std::vector<int32_t> bag;           // CBOW: the context words of each example
+  std::vector<int64_t> bag_start{0};  // CBOW: where each example's bag starts
+  std::size_t examples() const { return bag_start.size() > 1 ? bag_start.size() - 1 : center.size(); }
+  void clear() {
+    center.clear();
+    targets.clear();
+    bag.clear();
+    bag_start.assign(1, 0);
+  }
+  void append(const Batch& b) {
+    center.insert(center.end(), b.center.begin(), b.center.end());
+    targets.insert(targets.end(), b.targets.begin(), b.targets.end());
+    const int64_t base = static_cast<int64_t>(bag.size());
+    bag.insert(bag.end(), b.bag.begin(), b.bag.end());
+    for (std::size_t i = 1; i < b.bag_start.size(); ++i) bag_start.push_back(base + b.bag_start[i]);
+  }
+};
+
+// Everything sampling needs, made once from the vocabulary.
+struct Sampler {
+  std::vector<int32_t> table;  // the unigram^0.75 table
+  std::vector<double> keep;    // keep_probability of each word
+
+  Sampler(const Vocab& v, const Options& o)
+      : table(unigram_table(v.counts, 0.75, o.table_size)) {
+    for (int64_t c : v.counts) keep.push_back(keep_probability(c, v.total, o.sample));
+  }
+
+  // The random numbers of sentence `s` in epoch `epoch`.
+  static Rng sentence_rng(std::size_t s, std::size_t epoch, const Options& o) {
+    return Rng{mix(o.seed * 0x100000001b3ULL ^ mix(epoch << 40 ^ s))};
+  }
+
+  // The words of sentence s that subsampling keeps, in order.
+  std::vector<int32_t> subsample(const Corpus& c, std::size_t s, Rng& rng) const {
+    std::vector<int32_t> words;
+    for (std::size_t i = c.starts[s]; i < c.starts[s + 1]; ++i)
+      if (keep[c.ids[i]] >= 1.0 || rng.uniform() < keep[c.ids[i]]) words.push_back(c.ids[i]);
+    return words;
+  }
+
+  // The examples of sentence `s` in epoch `epoch`, appended to `out`. The words
+  // are subsampled first (a dropped word leaves the sentence, so windows reach
+  // past it); each word then gets a window of 1 to `window` words on each side
+  // (fastText and word2vec draw it so: near words count more), and each
+  // example K negatives, drawn again when one is the word to predict.
+  void sentence(const Corpus& c, std::size_t s, std::size_t epoch, const Options& o, Batch& out) const {
+    Rng rng = sentence_rng(s, epoch, o);
+    const std::vector<int32_t> words = subsample(c, s, rng);
+    const std::size_t cols = 1 + o.negative, first = out.targets.size();
+    // The examples, with room for their negatives.
+    const auto example = [&](int32_t target) {
+      out.targets.push_back(target);
+      out.targets.resize(out.targets.size() + o.negative);
+    };
+    const std::size_t len = words.size();
+    for (std::size_t i = 0; i < len; ++i) {
+      const std::size_t b = 1 + rng.below(o.window);
+      const std::size_t lo = i >= b ? i - b : 0, hi = std::min(len, i + b + 1);
+      if (o.cbow) {
+        if (hi - lo < 2) continue;  // no context
+        for (std::size_t j = lo; j < hi; ++j)
+          if (j != i) out.bag.push_back(words[j]);
+        out.bag_start.push_back(static_cast<int64_t>(out.bag.size()));
+        example(words[i]);
+      } else {
+        for (std::size_t j = lo; j < hi; ++j) {
+          if (j == i) continue;
+          out.center.push_back(words[i]);
+          example(words[j]);
+        }
+      }
+    }
+    // Then the negatives. A draw reads a random entry of a table far larger
+    // than the caches: the entries are picked first and each is requested 16
+    // draws before it is read, so that the reads overlap instead of waiting
+    // for memory one at a time.
+    int64_t* t = out.targets.data() + first;
+    const std::size_t n = (out.targets.size() - first) / cols * o.negative;
+    thread_local std::vector<uint32_t> at;
+    at.resize(n);
+    for (uint32_t& a : at) a = static_cast<uint32_t>(rng.below(table.size()));
+    constexpr std::size_t ahead = 16;
+    for (std::size_t d = 0; d < std::min(ahead, n); ++d) __builtin_prefetch(table.data() + at[d]);
+    for (std::size_t d = 0; d < n; ++d) {
+      if (d + ahead < n) __builtin_prefetch(table.data() + at[d + ahead]);
+      const std::size_t e = d / o.negative, k = d % o.negative;
+      const int64_t target = t[e * cols];
+      int32_t neg = table[at[d]];
+      while (neg == target) neg = table[rng.below(table.size())];
+      t[e * cols + 1 + k] = neg;
+    }
+  }
+};
+
+// Sentences [first, last) of epoch `epoch` as one batch, built on the
+// tapegrad thread pool (tg::parallel_for) one sentence at a time and joined in
+// order: the same batch on any number of threads.
+inline void build_batch(const Sampler& sampler, const Corpus& c, std::size_t first, std::size_t last,
+                        std::size_t epoch, const Options& o, std::vector<Batch>& parts, Batch& out) {
+  const std::size_t n = last - first;
+  if (parts.size() < n) parts.resize(n);
+  tg::parallel_for(n, 8, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      parts[i].clear();
+      sampler.sentence(c, first + i, epoch, o, parts[i]);
+    }
+  });
+  out.clear();
+  for (std::size_t i = 0; i < n; ++i) out.append(parts[i]);
+}
+
+// ----------------------------------------------------------------- the model
+
+class Model {
+ public:
+  // Input vectors uniform in +-0.5 / dim (word2vec's start), output vectors 0.
+  Model(const Vocab& vocab, const Options& o) : o_(o), vocab_size_(vocab.size()) {
+    const std::size_t rows = vocab.size() + (o.subwords ? o.buckets : 0);
+    tg::Array w = xt::empty<float>({rows, o.dim});
+    Rng rng{mix(o.seed ^ 0x5eedULL)};
+    for (float& x : w) x = static_cast<float>((rng.uniform() - 0.5) / static_cast<double>(o.dim));
+    if (o.subwords || o.cbow)
+      bag_ = std::make_unique<tg::nn::EmbeddingBag>(
+          tg::nn::EmbeddingBag::from_pretrained(w, {.mode = tg::nn::EmbeddingBagMode::mean}, /*freeze=*/false));
+    else
+      emb_ = std::make_unique<tg::nn::Embedding>(tg::nn::Embedding::from_pretrained(w, {}, /*freeze=*/false));
+    out_ = std::make_unique<tg::nn::Embedding>(
+        tg::nn::Embedding::from_pretrained(xt::zeros<float>({vocab.size(), o.dim}), {}, /*freeze=*/false));
+    if (o.subwords)
+      for (std::size_t i = 0; i < vocab.size(); ++i)
+        rows_.push_back(subword_rows(vocab.words[i], static_cast<int32_t>(i), vocab.size(), o.minn, o.maxn,
+                                     o.buckets));
+    // Two groups, so that the input table can have a rate of its own (step()).
+    std::vector<tg::optim::ParamGroup> groups{{.params = {in_weight()}}, {.params = {out_->weight}}};
+    if (o.adam)
+      opt_ = std::make_unique<tg::optim::Adam>(groups, tg::optim::AdamOptions{.lr = o.lr});
+    else
+      opt_ = std::make_unique<tg::optim::SGD>(groups, tg::optim::SGDOptions{.lr = o.lr});
+    std::vector<float> sign(1 + o.negative, 1.0f);
+    sign[0] = -1.0f;  // softplus(-s) = -log sigmoid(s) for the true context
+    sign_ = tg::tensor(sign, {sign.size()});
+  }
+
+  tg::Tensor& in_weight() { return bag_ ? bag_->weight : emb_->weight; }
+  tg::Tensor& out_weight() { return out_->weight; }
+  tg::optim::Optimizer& optimizer() { return *opt_; }
+
+  // The input side of a batch: one vector per example, [examples, dim].
+  // Sets mean_bag_: the mean number of rows in an example's input.
+  tg::Tensor hidden(const Batch& b) {
+    mean_bag_ = 1.0;
+    if (o_.cbow) {  // the mean of the context's rows (and, with subwords, their n-grams')
+      tg::CsrBatch csr;
+      for (std::size_t e = 0; e + 1 < b.bag_start.size(); ++e) {
+        for (int64_t k = b.bag_start[e]; k < b.bag_start[e + 1]; ++k) add_rows(b.bag[k], csr.indices);
+        csr.indptr.push_back(static_cast<int64_t>(csr.indices.size()));
+      }
+      mean_bag_ = static_cast<double>(csr.indices.size()) / static_cast<double>(csr.rows());
+      return bag_->forward(csr);
+    }
+    if (!o_.subwords) return emb_->forward(tg::indices(std::vector<int64_t>(b.center.begin(), b.center.end())));
+    // Skip-gram with subwords: each run of pairs of one center word shares its
+    // bag, which is averaged once and then picked for each pair.
+    tg::CsrBatch csr;
+    std::vector<int64_t> pick;
+    for (std::size_t p = 0; p < b.center.size(); ++p) {
+      if (p == 0 || b.center[p] != b.center[p - 1]) {
+        add_rows(b.center[p], csr.indices);
+        csr.indptr.push_back(static_cast<int64_t>(csr.indices.size()));
+      }
+      pick.push_back(static_cast<int64_t>(csr.indptr.size()) - 2);
+    }
+    mean_bag_ = static_cast<double>(csr.indices.size()) / static_cast<double>(csr.rows());
+    return tg::index_select(bag_->forward(csr), 0, tg::indices(pick));
+  }
+
+  // The batch's loss, summed over its examples: for scores s = [true target,
+  // K negatives], softplus(-s_0) + sum_k softplus(s_k).
+  tg::Tensor loss(const Batch& b) {
+    const std::size_t cols = 1 + o_.negative;
+    tg::Tensor h = hidden(b);                                                        // [P, dim]
+    tg::Tensor scores = out_->dot(h, tg::indices(b.targets, {b.examples(), cols}));  // [P, 1 + K]
+    return tg::sum(tg::softplus(scores * sign_));
+  }
+
+  // One step: the loss of the batch's examples on the tape, backward, and the
+  // optimizer's update of the rows they touched. Returns the summed loss.
+  //
+  // An input that is the mean of n rows gives each row 1/n of the input's
+  // gradient. word2vec (CBOW) and fastText (subwords) add the input's whole
+  // gradient to each row instead, which moves the mean by lr times the
+  // gradient. With SGD the input table's rate is therefore lr times the
+  // batch's mean bag size: a bag of the mean size moves as in those tools,
+  // and each row gets the true gradient's direction. (Adam scales its steps by
+  // itself: both tables get lr.)
+  double step(const Batch& b, double lr) {
+    if (b.examples() == 0) return 0.0;
+    tg::Tensor loss = this->loss(b);
+    opt_->zero_grad();
+    loss.backward();
+    opt_->set_lr(1, lr);
+    opt_->set_lr(0, o_.adam ? lr : lr * mean_bag_);
+    opt_->step();
+    return loss.item();
+  }
+
+  // A word's vector: its input row, or with subwords the mean of its rows (as
+  // fastText's). For a word outside the vocabulary, with subwords, the mean of
+  // its n-grams' rows.
+  std::vector<float> vector(const std::string& word, int32_t id) {
+    std::vector<float> v(o_.dim, 0.0f);
+    std::vector<int64_t> rows;
+    if (o_.subwords)
+      rows = id >= 0 ? rows_[id] : subword_rows(word, -1, vocab_size_, o_.minn, o_.maxn, o_.buckets);
+    else if (id >= 0)
+      rows = {id};
+    const float* w = in_weight().value().data();
+    for (int64_t r : rows)
+      for (std::size_t d = 0; d < o_.dim; ++d) v[d] += w[r * o_.dim + d];
+    for (float& x : v) x /= static_cast<float>(std::max<std::size_t>(rows.size(), 1));
+    return v;
+  }
+
+ private:
+  void add_rows(int32_t word, std::vector<int64_t>& into) const {
+    if (o_.subwords)
+      into.insert(into.end(), rows_[word].begin(), rows_[word].end());
+    else
+      into.push_back(word);
+  }
+
+  Options o_;
+  std::size_t vocab_size_;
+  std::unique_ptr<tg::nn::Embedding> emb_;
+  std::unique_ptr<tg::nn::EmbeddingBag> bag_;
+  std::unique_ptr<tg::nn::Embedding> out_;
+  std::unique_ptr<tg::optim::Optimizer> opt_;
+  std::vector<std::vector<int64_t>> rows_;  // subwords: each word's rows of the input table
+  tg::Tensor sign_;
+  double mean_bag_ = 1.0;
+};
+
+// ------------------------------------------------------------- the .vec file
+
+// word2vec's text format, which gensim's KeyedVectors.load_word2vec_format and
+// fastText read: a line "count dim", then "word v1 ... vdim" per word. Each
+// number is written in the fewest digits that read back as the same float.
+inline void write_vec(const std::string& path, const std::vector<std::string>& words,
+                      const std::vector<std::vector<float>>& vectors) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("write_vec: cannot write " + path);
+  const std::size_t dim = vectors.empty() ? 0 : vectors[0].size();
+  out << words.size() << ' ' << dim << '\n';
+  char buf[32];
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    out << words[i];
+    for (float x : vectors[i]) {
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+      out << ' ' << std::string_view(buf, end - buf);
+    }
+    out << '\n';
+  }
+  if (!out) throw std::runtime_error("write_vec: writing " + path + " failed");
+}
+
+struct VecFile {
+  std::vector<std::string> words;
+  std::vector<std::vector<float>> vectors;
+};
+
+inline VecFile read_vec(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("read_vec: cannot open " + path);
+  std::size_t count = 0, dim = 0;
+  in >> count >> dim;
+  VecFile f;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::string word;
+    std::vector<float> v(dim);
+    in >> word;
+    for (float& x : v) {
+      std::string t;
+      in >> t;
+      std::from_chars(t.data(), t.data() + t.size(), x);
+    }
+    if (!in) throw std::runtime_error("read_vec: " + path + " ends before its " + std::to_string(count) + " words");
+    f.words.push_back(std::move(word));
+    f.vectors.push_back(std::move(v));
+  }
+  return f;
+}
+
+// --------------------------------------------------------- nearest neighbours
+
+inline double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
+}
+
+// The k words whose vectors have the largest cosine with `query`, best first,
+// `skip` (the query word's own index, or -1) left out.
+inline std::vector<std::pair<std::size_t, double>> nearest(const std::vector<std::vector<float>>& vectors,
+                                                           const std::vector<float>& query, std::size_t k,
+                                                           int64_t skip = -1) {
+  std::vector<std::pair<std::size_t, double>> all;
+  for (std::size_t i = 0; i < vectors.size(); ++i)
+    if (static_cast<int64_t>(i) != skip) all.emplace_back(i, cosine(vectors[i], query));
+  k = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + k, all.end(),
+                    [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  all.resize(k);
+  return all;
+}
+
+}  // namespace w2v
