@@ -51,5 +51,6 @@
 #include "optim/adam.hpp"
 #include "optim/checkpoint.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/state.hpp"
 #include "optim/scheduler.hpp"
 #include "optim/sgd.hpp"

@@ -126,8 +126,8 @@ void BM_GradMergeSparse(benchmark::State& state) {
   const tg::Shape shape{vocab, dim};
   for (auto _ : state) {
     tg::Grad g;
-    g.add(tg::Grad(a), shape);
-    g.add(tg::Grad(b), shape);  // sparse + sparse: merged, still coalesced
+    g.accumulate(tg::Grad(a), shape);
+    g.accumulate(tg::Grad(b), shape);  // sparse + sparse: merged, still coalesced
     benchmark::DoNotOptimize(g.sparse().values.data());
   }
   state.SetLabel(std::to_string(a.nnz_rows()) + " + " + std::to_string(b.nnz_rows()) +
@@ -140,7 +140,7 @@ void BM_GradMergeSparse(benchmark::State& state) {
 void adam_steps(benchmark::State& state, tg::Grad grad, const std::string& label) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::Tensor w = tg::zeros({vocab, dim}, true);
-  w.grad_mut().add(std::move(grad), w.shape());
+  w.grad_mut().accumulate(std::move(grad), w.shape());
   tg::optim::Adam adam({w}, {.lr = 1e-3});
   adam.step();  // allocates the moments
   for (auto _ : state) {
@@ -153,7 +153,7 @@ void adam_steps(benchmark::State& state, tg::Grad grad, const std::string& label
 void BM_AdamDense(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::Grad g;
-  g.add(tg::Array(xt::ones<float>({vocab, dim})), tg::Shape{vocab, dim});
+  g.accumulate(tg::Array(xt::ones<float>({vocab, dim})), tg::Shape{vocab, dim});
   adam_steps(state, std::move(g), "every row");
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(vocab * dim));
 }
@@ -161,7 +161,7 @@ void BM_AdamDense(benchmark::State& state) {
 void BM_AdamLazy(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::Grad g;
-  g.add(batch_grad(vocab, 0), tg::Shape{vocab, dim});
+  g.accumulate(batch_grad(vocab, 0), tg::Shape{vocab, dim});
   const std::size_t rows = g.sparse().nnz_rows();
   adam_steps(state, std::move(g), std::to_string(rows) + " rows of one batch");
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(rows * dim));
@@ -170,7 +170,7 @@ void BM_AdamLazy(benchmark::State& state) {
 void BM_SGDLazy(benchmark::State& state) {
   const std::size_t vocab = static_cast<std::size_t>(state.range(0));
   tg::Tensor w = tg::zeros({vocab, dim}, true);
-  w.grad_mut().add(batch_grad(vocab, 0), w.shape());
+  w.grad_mut().accumulate(batch_grad(vocab, 0), w.shape());
   tg::optim::SGD sgd({w}, {.lr = 0.1});
   for (auto _ : state) {
     sgd.step();

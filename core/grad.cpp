@@ -43,7 +43,7 @@ bool Grad::has_shape(std::span<const std::size_t> shape) const {
   return shape.empty();
 }
 
-void Grad::add(Grad&& g, std::span<const std::size_t> shape) {
+void Grad::accumulate(Grad&& g, std::span<const std::size_t> shape) {
   if (!g.has_shape(shape))
     throw std::invalid_argument(std::string("accumulate_grad: ") + (g.is_sparse() ? "SparseRows " : "") +
                                 "gradient of shape " + shape_str(g.shape()) + " for a tensor of shape " +

@@ -1,6 +1,6 @@
 // The gradient slot of a tensor: empty, a dense array, or SparseRows.
 //
-// Accumulation rules (Grad::add):
+// Accumulation rules (Grad::accumulate):
 //   empty  + x      -> x
 //   dense  + dense  -> dense (shapes must match)
 //   dense  + sparse -> dense (the sparse rows are added into the dense array)
@@ -40,7 +40,11 @@ class Grad {
 
   // Adds g. `shape` is the shape of the tensor this gradient belongs to: g and
   // what is held must both have it (std::invalid_argument). Hands over g's buffer.
-  void add(Grad&& g, std::span<const std::size_t> shape);
+  // (Named so that it is not read as the op tg::add, which records.)
+  void accumulate(Grad&& g, std::span<const std::size_t> shape);
+  [[deprecated("Grad::add is now Grad::accumulate")]] void add(Grad&& g, std::span<const std::size_t> shape) {
+    accumulate(std::move(g), shape);
+  }
 
   Array to_dense(const Shape& shape) const;  // zeros when empty
   std::size_t nbytes() const;

@@ -228,7 +228,7 @@ static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_
     throw std::logic_error("backward: " + tensor_str(*t.impl(), {{}, via, input}) + ", had shape " +
                            shape_str(g.shape()) + " when the op ran; an in-place write changed it to " +
                            shape_str(shape) + " for another op");
-  it->second.grad.add(std::move(g), shape);
+  it->second.grad.accumulate(std::move(g), shape);
 }
 
 // Runs n's closure and returns each input's gradient, summed back to the
@@ -264,7 +264,7 @@ static void commit(Walk& w) {
   for (auto& [t, a] : w.retained) check_fits(*t, a);
   for (auto& [t, a] : w.retained) {
     std::lock_guard<std::mutex> lock(t->grad_mutex);
-    t->grad.add(std::move(a.grad), t->value.shape());
+    t->grad.accumulate(std::move(a.grad), t->value.shape());
   }
 }
 

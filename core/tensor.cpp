@@ -78,7 +78,7 @@ void Tensor::retain_grad() {
 
 void Tensor::accumulate_grad(Grad g) {
   std::lock_guard<std::mutex> lock(impl_->grad_mutex);
-  impl_->grad.add(std::move(g), shape());
+  impl_->grad.accumulate(std::move(g), shape());
 }
 
 // The seed of a backward pass from t: `gradient`, or 1 for a one-element t.

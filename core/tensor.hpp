@@ -97,7 +97,7 @@ class Tensor {
   void retain_grad();  // keep this non-leaf's gradient after backward()
 
   // Adds g into grad(), as `x.grad += g` in PyTorch, under the tensor's lock
-  // (Grad::add checks the shapes). Pass std::move(g) to hand over the buffer.
+  // (Grad::accumulate checks the shapes). Pass std::move(g) to hand over the buffer.
   void accumulate_grad(Grad g);
 
   // Runs backpropagation from this tensor. Without `gradient`, the tensor must

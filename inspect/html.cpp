@@ -191,7 +191,7 @@ struct Recorder {
       if (grads[i].empty()) continue;
       const Tensor& in = n.inputs[i].tensor;
       Grad share = grads[i];
-      totals[in.impl().get()].add(std::move(share), in.value().shape());
+      totals[in.impl().get()].accumulate(std::move(share), in.value().shape());
     }
     // To keep the page small, "total" is left out where it reads the same as
     // the share (the tensor's first), and "arriving" where it reads the same

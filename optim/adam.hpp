@@ -64,7 +64,7 @@
 #include <utility>
 #include <vector>
 
-#include "optimizer.hpp"
+#include "state.hpp"
 
 namespace tg::optim {
 

@@ -23,7 +23,7 @@
 //
 // The file is safetensors (io/safetensors.hpp), so Python can read it:
 //   tensors   "model.<name>"        the model's state_dict()
-//             "optimizer.<name>"    the optimizer's tensors (optim/optimizer.hpp)
+//             "optimizer.<name>"    the optimizer's tensors (optim/state.hpp)
 //             "user.<name>"         Checkpoint::tensors
 //   metadata  "format"              "tapegrad checkpoint 1"
 //             "contents"            which parts the file holds, as a JSON list

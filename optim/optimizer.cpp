@@ -2,7 +2,6 @@
 #include "optimizer.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <stdexcept>
 
@@ -192,110 +191,6 @@ void Optimizer::load(const std::string& path) {
 std::string Optimizer::describe(std::size_t i) const {
   const std::string& name = params_[i].name();
   return "parameter " + std::to_string(i) + (name.empty() ? "" : " (" + name + ")");
-}
-
-static std::string key_of(std::size_t i, const std::string& name) {
-  return "state." + std::to_string(i) + "." + name;
-}
-
-void Optimizer::save_entry(StateDict& out, std::size_t i, const std::string& name, int64_t count) const {
-  out.metadata[key_of(i, name)] = std::to_string(count);
-}
-
-void Optimizer::save_entry(StateDict& out, std::size_t i, const std::string& name,
-                           const Array& values) const {
-  out.tensors[key_of(i, name)] = values;
-}
-
-void Optimizer::save_entry(StateDict& out, std::size_t i, const std::string& name,
-                           const std::vector<uint8_t>& flags) const {
-  Array a = xt::empty<float>({flags.size()});  // the flags as 0.0 / 1.0
-  std::copy(flags.begin(), flags.end(), a.begin());
-  out.tensors[key_of(i, name)] = std::move(a);
-}
-
-bool Optimizer::has_entry(const StateDict& in, std::size_t i, const std::string& name) const {
-  const std::string key = key_of(i, name);
-  return in.metadata.count(key) > 0 || in.tensors.count(key) > 0;
-}
-
-void Optimizer::load_entry(const StateDict& in, std::size_t i, const std::string& name, int64_t& count,
-                           Read& read) const {
-  const std::string key = key_of(i, name);
-  const auto it = in.metadata.find(key);
-  if (it == in.metadata.end()) fail_load("missing metadata entry '" + key + "'");
-  const std::string& text = it->second;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
-  if (ec != std::errc() || end != text.data() + text.size() || count < 1)
-    fail_load("'" + key + "' is \"" + text + "\", not a step count >= 1");
-  read.metadata.insert(key);
-}
-
-// The tensor `key` of `in`, noted in `read`; throws when there is none.
-const Array& Optimizer::tensor_entry(const StateDict& in, const std::string& key, Read& read) const {
-  const auto it = in.tensors.find(key);
-  if (it == in.tensors.end()) fail_load("missing tensor '" + key + "'");
-  read.tensors.insert(key);
-  return it->second;
-}
-
-void Optimizer::load_entry(const StateDict& in, std::size_t i, const std::string& name, Array& values,
-                           Read& read) const {
-  const std::string key = key_of(i, name);
-  const Array& saved = tensor_entry(in, key, read);
-  const Shape shape = params_[i].shape();
-  if (shape_of(saved) != shape)
-    fail_load("tensor '" + key + "' has shape " + shape_str(saved.shape()) + " but parameter " +
-              std::to_string(i) + " has shape " + shape_str(shape) +
-              (params_[i].name().empty() ? "" : " (" + params_[i].name() + ")"));
-  values = zero_state(shape);
-  std::copy(saved.begin(), saved.end(), values.begin());
-}
-
-void Optimizer::load_entry(const StateDict& in, std::size_t i, const std::string& name,
-                           std::vector<uint8_t>& flags, Read& read) const {
-  const std::string key = key_of(i, name);
-  const Array& saved = tensor_entry(in, key, read);
-  const std::size_t rows = num_rows(params_[i].shape());
-  if (shape_of(saved) != Shape{rows})
-    fail_load("tensor '" + key + "' has shape " + shape_str(saved.shape()) + ", not [" +
-              std::to_string(rows) + "]: one flag per row of " + describe(i));
-  flags.clear();
-  for (const float flag : saved) {
-    if (flag != 0.0f && flag != 1.0f)
-      fail_load("tensor '" + key + "' holds " + std::to_string(flag) + " at row " +
-                std::to_string(flags.size()) + "; its flags are 0 or 1");
-    flags.push_back(static_cast<uint8_t>(flag));
-  }
-}
-
-void Optimizer::check_all_read(const StateDict& in, const Read& read) const {
-  const std::string of = " for " + std::to_string(params_.size()) + " parameters";
-  for (const auto& [key, value] : in.metadata)
-    if (key.rfind("state.", 0) == 0 && !read.metadata.count(key))
-      fail_load("unexpected metadata entry '" + key + "'" + of);
-  for (const auto& [key, value] : in.tensors)
-    if (!read.tensors.count(key)) fail_load("unexpected tensor '" + key + "'" + of);
-}
-
-// A state made for one shape, a parameter that now has another: the update would
-// run off the end of one of them (PyTorch: "The size of tensor a (3) must match ...").
-void Optimizer::check_entry(const std::string& op, std::size_t i, const std::string& name,
-                            const Array& values) const {
-  const Shape shape = params_[i].shape();
-  if (shape_of(values) != shape)
-    throw std::invalid_argument(op + ": " + describe(i) + " has shape " + shape_str(shape) +
-                                " but its state '" + name + "' has shape " + shape_str(values.shape()) +
-                                ": the parameter changed shape after the optimizer made its state");
-}
-
-void Optimizer::check_entry(const std::string& op, std::size_t i, const std::string& name,
-                            const std::vector<uint8_t>& flags) const {
-  const Shape shape = params_[i].shape();
-  if (flags.size() != num_rows(shape))
-    throw std::invalid_argument(op + ": " + describe(i) + " has shape " + shape_str(shape) +
-                                " but its state '" + name + "' has " + std::to_string(flags.size()) +
-                                " rows");
 }
 
 // ---------------------------------------------------------------- steps

@@ -46,7 +46,7 @@
 #include <limits>
 #include <vector>
 
-#include "optimizer.hpp"
+#include "state.hpp"
 
 namespace tg::optim {
 

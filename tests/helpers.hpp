@@ -221,11 +221,11 @@ inline void load_reference_state(nn::Module& model, const nlohmann::json& state_
 // Puts g in p's gradient slot, as backward() would.
 inline void set_grad(Tensor& p, Array g) {
   p.grad_mut().clear();
-  p.grad_mut().add(std::move(g), p.shape());
+  p.grad_mut().accumulate(std::move(g), p.shape());
 }
 inline void set_grad(Tensor& p, SparseRows g) {
   p.grad_mut().clear();
-  p.grad_mut().add(std::move(g), p.shape());
+  p.grad_mut().accumulate(std::move(g), p.shape());
 }
 
 // The optimizer a reference case names ("SGD", "Adam", "AdamW" or "SparseAdam",

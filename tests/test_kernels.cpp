@@ -16,6 +16,7 @@
 #include <tapegrad/tapegrad.hpp>
 
 #include "../core/kernels/fast_math.hpp"
+#include "../core/kernels/loop.hpp"
 #include "../core/kernels/elementwise.hpp"
 #include "../core/kernels/reduce.hpp"
 #include "helpers.hpp"
@@ -216,6 +217,25 @@ TEST_SUITE("core") {
     std::vector<float> ones(37, 1.0f), twos(37, 2.0f);
     CHECK(tg::kernels::lane_sum(ones.data(), 37) == 37.0);
     CHECK(tg::kernels::lane_dot(ones.data(), twos.data(), 37) == 74.0);
+  }
+
+  TEST_CASE("kernels::Odometer visits every coordinate row-major, carrying each offset by its steps") {
+    // A [2, 3, 4] walk carrying the offset into a contiguous array and into one
+    // broadcast along dim 1 (step 0), against three nested loops.
+    const tg::Shape shape{2, 3, 4};
+    tg::kernels::Odometer<2> o{shape, {tg::kernels::row_major_strides(shape), {4, 0, 1}}};
+    std::vector<std::array<std::size_t, 2>> seen;
+    do seen.push_back(o.at);
+    while (o.next());
+    std::vector<std::array<std::size_t, 2>> expected;
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t k = 0; k < 4; ++k) expected.push_back({i * 12 + j * 4 + k, i * 4 + k});
+    CHECK(seen == expected);
+    CHECK(o.at == std::array<std::size_t, 2>{0, 0});  // back at the start after the last
+    tg::kernels::Odometer<1> none{{}, {{}}};              // 0-d: one coordinate
+    CHECK_FALSE(none.next());
+    CHECK(tg::kernels::row_major_strides({5, 1, 3}) == std::vector<std::size_t>{3, 3, 1});
   }
 
   TEST_CASE("permute and transpose: tiled copies equal a plain loop, tiles' edges included") {

@@ -537,7 +537,7 @@ TEST_SUITE("optim") {
     w.value_mut() = w_init;
     set_grad(w, Array({{1, 1}, {1, 1}}));
     b.grad_mut().clear();
-    b.grad_mut().add(sparse_rows({0}, xt::ones<float>({1, 1}), 1), tg::Shape{1, 1});  // [1, 1] ...
+    b.grad_mut().accumulate(sparse_rows({0}, xt::ones<float>({1, 1}), 1), tg::Shape{1, 1});  // [1, 1] ...
     CHECK_THROWS_AS(adam.step(), std::invalid_argument);                     // ... for a [2] parameter
     b.grad_mut().clear();
     // Unsorted rows, or a row out of range, never become a gradient at all.

@@ -126,13 +126,26 @@ TEST_SUITE("core.grad") {
     CHECK_NOTHROW(s.check("t"));
   }
 
+  TEST_CASE("Grad::add, the previous name of Grad::accumulate, still adds") {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    const tg::Shape shape{3, 2};
+    Grad old_name, new_name;
+    for (Grad* g : {&old_name, &new_name}) *g = Grad(Array{{1, 1}, {2, 2}, {3, 3}});
+    old_name.add(rows_of({1}, Array{{10, 20}}, 3), shape);
+    new_name.accumulate(rows_of({1}, Array{{10, 20}}, 3), shape);
+#pragma GCC diagnostic pop
+    CHECK(old_name.dense() == Array{{1, 1}, {12, 22}, {3, 3}});
+    CHECK(new_name.dense() == old_name.dense());
+  }
+
   TEST_CASE("sparse + sparse stays sparse and coalesced") {
     const tg::Shape shape{6, 2};
     Grad g;
     CHECK(g.empty());
-    g.add(rows_of({1, 4}, Array{{1, 1}, {2, 2}}, 6), shape);
+    g.accumulate(rows_of({1, 4}, Array{{1, 1}, {2, 2}}, 6), shape);
     CHECK(g.is_sparse());
-    g.add(rows_of({0, 4, 5}, Array{{10, 10}, {20, 20}, {30, 30}}, 6), shape);
+    g.accumulate(rows_of({0, 4, 5}, Array{{10, 10}, {20, 20}, {30, 30}}, 6), shape);
     REQUIRE(g.is_sparse());
     CHECK(g.sparse().rows == std::vector<int64_t>{0, 1, 4, 5});
     CHECK(g.sparse().values == xt::xtensor<float, 2>{{10, 10}, {1, 1}, {22, 22}, {30, 30}});
@@ -147,14 +160,14 @@ TEST_SUITE("core.grad") {
     Array expected = Array{{1, 1}, {1, 1}, {6, 7}};
 
     Grad a;
-    a.add(base, shape);
-    a.add(s, shape);
+    a.accumulate(base, shape);
+    a.accumulate(s, shape);
     REQUIRE(a.is_dense());
     CHECK(a.dense() == expected);
 
     Grad b;
-    b.add(s, shape);
-    b.add(base, shape);
+    b.accumulate(s, shape);
+    b.accumulate(base, shape);
     REQUIRE(b.is_dense());
     CHECK(b.dense() == expected);
     CHECK(b.to_dense(shape) == expected);
@@ -162,13 +175,13 @@ TEST_SUITE("core.grad") {
 
   TEST_CASE("accumulation refuses a held gradient of another shape than the tensor now has") {
     Grad g;
-    g.add(Array{1.0f, 2.0f}, tg::Shape{2});
+    g.accumulate(Array{1.0f, 2.0f}, tg::Shape{2});
     // The tensor became [3] in place: adding would broadcast the stale [2] or throw from xtensor.
-    CHECK_THROWS_WITH_AS(g.add(Array{1.0f, 1.0f, 1.0f}, tg::Shape{3}),
+    CHECK_THROWS_WITH_AS(g.accumulate(Array{1.0f, 1.0f, 1.0f}, tg::Shape{3}),
                          doctest::Contains("the gradient held has shape [2] but the tensor now has shape [3]"),
                          std::invalid_argument);
     CHECK(g.dense() == Array({1.0f, 2.0f}));
-    CHECK_THROWS_AS(g.add(rows_of({0}, xt::ones<float>({1, 1}), 3), tg::Shape{3, 1}), std::invalid_argument);
+    CHECK_THROWS_AS(g.accumulate(rows_of({0}, xt::ones<float>({1, 1}), 3), tg::Shape{3, 1}), std::invalid_argument);
     CHECK(g.dense() == Array({1.0f, 2.0f}));
   }
 
@@ -181,33 +194,33 @@ TEST_SUITE("core.grad") {
     SparseRows c = rows_of({0, 2}, xt::zeros<float>({2, 0}), 3);
     CHECK(shape_of(c.to_dense()) == shape);
     Grad sparse;
-    sparse.add(rows_of({1}, none, 3), shape);
-    sparse.add(rows_of({2}, none, 3), shape);  // sparse + sparse: a merge
+    sparse.accumulate(rows_of({1}, none, 3), shape);
+    sparse.accumulate(rows_of({2}, none, 3), shape);  // sparse + sparse: a merge
     REQUIRE(sparse.is_sparse());
     CHECK(sparse.sparse().rows == std::vector<int64_t>{1, 2});
     Grad dense;
-    dense.add(Array(xt::zeros<float>(shape)), shape);
-    dense.add(rows_of({1}, none, 3), shape);  // dense + sparse
+    dense.accumulate(Array(xt::zeros<float>(shape)), shape);
+    dense.accumulate(rows_of({1}, none, 3), shape);  // dense + sparse
     CHECK(shape_of(dense.dense()) == shape);
   }
 
   TEST_CASE("accumulation checks shapes and names both") {
     Grad g;
-    CHECK_THROWS_WITH_AS(g.add(Array{1, 2, 3}, tg::Shape{2}), doctest::Contains("[3]"),
+    CHECK_THROWS_WITH_AS(g.accumulate(Array{1, 2, 3}, tg::Shape{2}), doctest::Contains("[3]"),
                          std::invalid_argument);
     CHECK(g.empty());
-    CHECK_THROWS_WITH_AS(g.add(rows_of({0}, Array{{1, 2, 3}}, 4), tg::Shape{4, 2}),
+    CHECK_THROWS_WITH_AS(g.accumulate(rows_of({0}, Array{{1, 2, 3}}, 4), tg::Shape{4, 2}),
                          doctest::Contains("[4, 2]"), std::invalid_argument);
     CHECK(g.empty());
     SparseRows bad;  // an out-of-range row must not be written anywhere
     bad.rows = {7};
     bad.values = xt::ones<float>({1, 2});
     bad.num_rows = 4;
-    g.add(Array(xt::zeros<float>({4, 2})), tg::Shape{4, 2});
-    CHECK_THROWS_AS(g.add(bad, tg::Shape{4, 2}), std::out_of_range);
+    g.accumulate(Array(xt::zeros<float>({4, 2})), tg::Shape{4, 2});
+    CHECK_THROWS_AS(g.accumulate(bad, tg::Shape{4, 2}), std::out_of_range);
     bad.rows = {2};
     bad.values = xt::ones<float>({1, 2});
-    CHECK_NOTHROW(g.add(bad, tg::Shape{4, 2}));
+    CHECK_NOTHROW(g.accumulate(bad, tg::Shape{4, 2}));
     CHECK(g.dense()(2, 1) == 1.0f);
     g.clear();
     CHECK(g.to_dense({2, 2}) == xt::zeros<float>({2, 2}));

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "loop.hpp"
+
 namespace tg::kernels {
 
 namespace {
@@ -22,25 +24,27 @@ void permute_copy(const float* x, float* out, const Shape& in, const std::vector
     out[0] = x[0];
     return;
   }
-  std::vector<std::size_t> in_stride(rank, 1);
-  for (std::size_t d = rank - 1; d-- > 0;) in_stride[d] = in_stride[d + 1] * in[d + 1];
+  const std::vector<std::size_t> in_stride = row_major_strides(in);
   Shape shape(rank);
-  std::vector<std::size_t> stride(rank), out_stride(rank, 1);  // x's and out's steps along out's dims
+  std::vector<std::size_t> stride(rank);  // x's steps along out's dims
   for (std::size_t i = 0; i < rank; ++i) {
     shape[i] = in[perm[i]];
     stride[i] = in_stride[perm[i]];
   }
-  for (std::size_t d = rank - 1; d-- > 0;) out_stride[d] = out_stride[d + 1] * shape[d + 1];
+  const std::vector<std::size_t> out_stride = row_major_strides(shape);
   // Out's dim k is x's last one; tiles are [k, last] when it is not out's last.
   std::size_t k = rank - 1;
   for (std::size_t i = 0; i < rank; ++i)
     if (perm[i] == rank - 1) k = i;
   const bool tiled = k != rank - 1 && in.back() > 1;
   const std::size_t inner = shape.back(), step = stride.back();
-  // Every other dim is walked by the counter below (k too, when not tiled).
-  std::vector<std::size_t> coord(rank, 0);
-  std::size_t from = 0, to = 0;  // where the current row (or tile block) starts in x and in out
-  for (;;) {
+  // Every other dim is walked by the odometer (k too, when not tiled); it
+  // carries where the current row (or tile block) starts in x and in out.
+  Shape outer(shape.begin(), shape.end() - 1);
+  if (tiled) outer[k] = 1;
+  Odometer<2> rows{outer, {stride, out_stride}};
+  do {
+    const std::size_t from = rows.at[0], to = rows.at[1];
     if (!tiled) {
       if (step == 1)
         std::copy_n(x + from, inner, out + to);
@@ -48,27 +52,14 @@ void permute_copy(const float* x, float* out, const Shape& in, const std::vector
         for (std::size_t j = 0; j < inner; ++j) out[to + j] = x[from + j * step];
     } else {
       constexpr std::size_t tile = 64;
-      const std::size_t rows = shape[k], out_row = out_stride[k];
-      for (std::size_t r0 = 0; r0 < rows; r0 += tile)
+      const std::size_t rows_k = shape[k], out_row = out_stride[k];
+      for (std::size_t r0 = 0; r0 < rows_k; r0 += tile)
         for (std::size_t c0 = 0; c0 < inner; c0 += tile)
-          for (std::size_t r = r0; r < std::min(rows, r0 + tile); ++r)
+          for (std::size_t r = r0; r < std::min(rows_k, r0 + tile); ++r)
             for (std::size_t c = c0; c < std::min(inner, c0 + tile); ++c)
               out[to + r * out_row + c] = x[from + r + c * step];
     }
-    // The next row or block: count up the outer dims (skipping k when tiled).
-    std::size_t d = rank - 1;
-    for (;;) {
-      if (d == 0) return;
-      --d;
-      if (tiled && d == k) continue;
-      from += stride[d];
-      to += out_stride[d];
-      if (++coord[d] < shape[d]) break;
-      from -= stride[d] * shape[d];
-      to -= out_stride[d] * shape[d];
-      coord[d] = 0;
-    }
-  }
+  } while (rows.next());
 }
 
 // Calls f(k, source) for every element k of index (row-major), with source
@@ -80,25 +71,24 @@ template <class F>
 void for_each_gathered(const Shape& in, const Indices& index, std::size_t ax, F f) {
   const std::size_t rank = in.size();
   if (index.size() == 0) return;
-  std::vector<std::size_t> stride(rank, 1);
-  for (std::size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * in[d + 1];
+  const std::vector<std::size_t> stride = row_major_strides(in);
   const std::size_t row = rank == 0 ? 1 : index.shape()[rank - 1];
   const int64_t* idx = index.data();
-  std::vector<std::size_t> coord(rank, 0);
-  std::size_t base = 0;  // the row's start in the input, its coordinate along ax at 0
-  for (std::size_t k = 0; k < index.size(); k += row) {
+  // The odometer walks index's outer dims and carries the row's start in the
+  // input, its coordinate along ax at 0 (so that dim does not move it).
+  std::vector<std::size_t> move = stride;
+  if (ax < rank) move[ax] = 0;
+  Odometer<1> rows{rank == 0 ? Shape{} : Shape(index.shape().begin(), index.shape().end() - 1), {move}};
+  std::size_t k = 0;
+  do {
+    const std::size_t base = rows.at[0];
     if (rank == 0 || ax == rank - 1)
       for (std::size_t j = 0; j < row; ++j) f(k + j, base + static_cast<std::size_t>(idx[k + j]));
     else
       for (std::size_t j = 0; j < row; ++j)
         f(k + j, base + j + static_cast<std::size_t>(idx[k + j]) * stride[ax]);
-    for (std::size_t d = rank - 1; d-- > 0;) {  // the next row: count up the outer dims of index
-      if (d != ax) base += stride[d];
-      if (++coord[d] < index.shape()[d]) break;
-      if (d != ax) base -= stride[d] * index.shape()[d];
-      coord[d] = 0;
-    }
-  }
+    k += row;
+  } while (rows.next());
 }
 
 }  // namespace

@@ -98,6 +98,38 @@ Loop<N> plan(const Shape& out, const std::array<const Shape*, N>& in) {
   return loop;
 }
 
+// A row-major counter over the coordinates of `shape` that carries N offsets:
+// offset j moves by step[j][d] along dim d. The walk of every kernel that is
+// not a flat loop (permute's rows, gather's rows, sums over several dims).
+//
+//   Odometer<1> o{{2, 3}, {{{30, 1}}}};   // offset of [i, j] in rows of 30
+//   do use(o.at[0]); while (o.next());    // 0 1 2 30 31 32
+template <std::size_t N>
+struct Odometer {
+  Shape shape;
+  std::array<std::vector<std::size_t>, N> step;
+  std::vector<std::size_t> coord = std::vector<std::size_t>(shape.size(), 0);
+  std::array<std::size_t, N> at{};
+
+  // Moves to the next coordinate; false after the last (coord and at back at 0).
+  bool next() {
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      for (std::size_t j = 0; j < N; ++j) at[j] += step[j][d];
+      if (++coord[d] < shape[d]) return true;
+      for (std::size_t j = 0; j < N; ++j) at[j] -= step[j][d] * shape[d];
+      coord[d] = 0;
+    }
+    return false;
+  }
+};
+
+// The strides of a contiguous row-major array of this shape, in elements.
+inline std::vector<std::size_t> row_major_strides(const Shape& shape) {
+  std::vector<std::size_t> stride(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) stride[d - 1] = stride[d] * shape[d];
+  return stride;
+}
+
 // Calls row(out_offset, count, at) for runs of `count` consecutive output
 // elements that lie in one row of the last merged dim; input j's run starts
 // at element at[j] and steps by loop.stride[j].back() (0 or 1). Splits the

@@ -122,17 +122,10 @@ Array sum_marked(const char* op, const Array& x, const std::vector<bool>& summed
         step *= runs[i].size;
       }
     std::vector<double> acc(kept, 0.0);
-    std::vector<std::size_t> coord(runs.size(), 0);
-    std::size_t at = 0;  // the output element of x's element i
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      acc[at] += static_cast<double>(x.data()[i]);
-      for (std::size_t d = runs.size(); d-- > 0;) {  // the next element, row-major
-        at += out_stride[d];
-        if (++coord[d] < runs[d].size) break;
-        at -= out_stride[d] * runs[d].size;
-        coord[d] = 0;
-      }
-    }
+    Shape sizes;
+    for (const auto& r : runs) sizes.push_back(r.size);
+    Odometer<1> walk{sizes, {out_stride}};  // walk.at[0]: the output element of x's element i
+    for (std::size_t i = 0; i < x.size(); ++i, walk.next()) acc[walk.at[0]] += static_cast<double>(x.data()[i]);
     for (std::size_t i = 0; i < kept; ++i) out.data()[i] = static_cast<float>(acc[i]);
   }
   return out;
