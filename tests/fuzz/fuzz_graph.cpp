@@ -1,7 +1,8 @@
 // Random programs on the tape, built from fuzz bytes: ops drawn from a table
-// (every differentiable op of core/ops.hpp; conv2d, max_pool2d, avg_pool2d,
-// softplus, log_sigmoid, logsumexp and binary_cross_entropy_with_logits of
-// core/conv.hpp and core/ops_nn.hpp; nn::Embedding and
+// (every differentiable op of core/ops.hpp; every op of core/conv.hpp and
+// core/ops_nn.hpp: conv1d/2d, unfold, max, avg and adaptive pooling 1d/2d,
+// softplus, log_sigmoid, logsumexp, both binary cross-entropies, batch_norm
+// while training; nn::Embedding and
 // nn::EmbeddingBag; dropout gets a generator of its own, whose mask the
 // reference replays) on tiny tensors, with broadcasting, a tensor used several
 // times (x * x, diamonds), outputs dropped at once or later, ops under
@@ -328,6 +329,7 @@ struct Params {
   bool use_operator = false;  // a * 2 rather than mul(a, 2), ...
   std::optional<float> lo, hi;  // clamp's bounds
   bool cond_moves = false;      // where's condition can move under central differences
+  bool nan_input = false;       // binary_cross_entropy: a NaN in its input when drawn
   int64_t start = 0, length = 0;  // narrow
   std::vector<int64_t> dims;      // permute's
   int64_t diagonal = 0;           // tril, triu
@@ -492,6 +494,10 @@ class Program {
   int pick_or_fit(Shape s);                    // either, as the next byte says
   int fresh_mask(Shape s);                     // a new leaf of 0s and non-zeros, for where
   bool requires_grad(int e) const { return entries_[e].requires_grad; }
+  bool has_nan(int e) const {  // in its values as tapegrad holds them now
+    const Array& a = entries_[e].arrays.back();
+    return std::any_of(a.begin(), a.end(), [](float v) { return std::isnan(v); });
+  }
   Shape draw_shape();
 
  private:
@@ -1859,6 +1865,284 @@ Val ref_pool(const Vals& x, const Params& p, Check& c, const Val*) {
   return r;
 }
 
+// --- unfold: each window of the padded image as a column, [N, C kh kw, oh ow]
+// (or [C kh kw, oh ow]); the window must fit as conv2d's does.
+
+void draw_unfold(Program& pr, Call& c) {
+  draw_pool(pr, c);  // an image, a kernel of 1..3 each way and a window that now and then does not fit
+}
+
+Expect predict_unfold(const Shapes& s, const Params& p) {
+  const std::optional<Geometry> g = image(s[0]);
+  if (!g) return fails_shape();
+  const int64_t oh = conv_length(static_cast<int64_t>(g->h), p.win.kernel[0], p.win.stride[0], p.win.padding[0],
+                                 p.win.dilation[0]);
+  const int64_t ow = conv_length(static_cast<int64_t>(g->w), p.win.kernel[1], p.win.stride[1], p.win.padding[1],
+                                 p.win.dilation[1]);
+  if (oh < 0 || ow < 0) return fails_shape();
+  const auto rows = g->c * static_cast<std::size_t>(p.win.kernel[0] * p.win.kernel[1]);
+  const auto cols = static_cast<std::size_t>(oh * ow);
+  return gives(g->batched ? Shape{g->n, rows, cols} : Shape{rows, cols});
+}
+
+Tensor run_unfold(const Tensors& t, const Params& p) {
+  return tg::unfold(t[0], {p.win.kernel[0], p.win.kernel[1]},
+                    {.dilation = {p.win.dilation[0], p.win.dilation[1]},
+                     .padding = {p.win.padding[0], p.win.padding[1]},
+                     .stride = {p.win.stride[0], p.win.stride[1]}});
+}
+
+// cols[n][(ch kh + i) kw + j][y ow + x] = img[n][ch][y sh + i dh - ph][x sw + j dw - pw], 0 in the padding.
+Val ref_unfold(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val& a = *x[0];
+  const Geometry g = *image(a.shape);
+  const Shape out = predict_unfold({a.shape}, p).out;
+  const auto kh = static_cast<std::size_t>(p.win.kernel[0]), kw = static_cast<std::size_t>(p.win.kernel[1]);
+  const std::size_t rows = g.c * kh * kw, cols = out.back();
+  const std::size_t ow = static_cast<std::size_t>(conv_length(static_cast<int64_t>(g.w), p.win.kernel[1],
+                                                               p.win.stride[1], p.win.padding[1], p.win.dilation[1]));
+  Val r = zeros(out);
+  for (std::size_t n = 0; n < g.n; ++n)
+    for (std::size_t row = 0; row < rows; ++row)
+      for (std::size_t col = 0; col < cols; ++col) {
+        const std::size_t ch = row / (kh * kw), i = row / kw % kh, j = row % kw;
+        const int64_t iy = static_cast<int64_t>(col / ow) * p.win.stride[0] - p.win.padding[0] +
+                           static_cast<int64_t>(i) * p.win.dilation[0];
+        const int64_t ix = static_cast<int64_t>(col % ow) * p.win.stride[1] - p.win.padding[1] +
+                           static_cast<int64_t>(j) * p.win.dilation[1];
+        if (iy < 0 || ix < 0 || iy >= static_cast<int64_t>(g.h) || ix >= static_cast<int64_t>(g.w)) continue;
+        r.v[(n * rows + row) * cols + col] =
+            a.v[((n * g.c + ch) * g.h + static_cast<std::size_t>(iy)) * g.w + static_cast<std::size_t>(ix)];
+      }
+  return r;
+}
+
+// --- adaptive_avg_pool2d: output cell (y, x) averages rows floor(y h / oh) ..
+// ceil((y + 1) h / oh) and the columns likewise; an output size may be 0 (an
+// empty output) and now and then is -1 (refused).
+
+void draw_adaptive(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte();
+  Shape xs{1u + (b & 1u), 1u + ((b >> 1) & 1u), 1u + ((b >> 2) & 3u), 1u + ((b >> 4) & 3u)};
+  if (b & 0x40) xs.erase(xs.begin());
+  c.in = {pr.pick_or_fit(xs)};
+  const uint8_t o = pr.in().byte();
+  c.p.win.kernel = {(o & 0x0F) == 0x0F ? -1 : (o & 3), (o & 0xF0) == 0xF0 ? -1 : ((o >> 4) & 3)};
+}
+
+Expect predict_adaptive(const Shapes& s, const Params& p) {
+  const std::optional<Geometry> g = image(s[0]);
+  if (!g || p.win.kernel[0] < 0 || p.win.kernel[1] < 0) return fails_shape();
+  return gives(image_shape(*g, g->c, static_cast<std::size_t>(p.win.kernel[0]),
+                           static_cast<std::size_t>(p.win.kernel[1])));
+}
+
+Tensor run_adaptive(const Tensors& t, const Params& p) {
+  return tg::adaptive_avg_pool2d(t[0], {p.win.kernel[0], p.win.kernel[1]});
+}
+
+Val ref_adaptive(const Vals& x, const Params& p, Check&, const Val*) {
+  const Val& a = *x[0];
+  const Geometry g = *image(a.shape);
+  const auto oh = static_cast<std::size_t>(p.win.kernel[0]), ow = static_cast<std::size_t>(p.win.kernel[1]);
+  Val r = zeros(image_shape(g, g.c, oh, ow));
+  for (std::size_t plane = 0; plane < g.n * g.c; ++plane)
+    for (std::size_t y = 0; y < oh; ++y)
+      for (std::size_t xo = 0; xo < ow; ++xo) {
+        const std::size_t y0 = y * g.h / oh, y1 = ((y + 1) * g.h + oh - 1) / oh;
+        const std::size_t x0 = xo * g.w / ow, x1 = ((xo + 1) * g.w + ow - 1) / ow;
+        double sum = 0;
+        for (std::size_t i = y0; i < y1; ++i)
+          for (std::size_t j = x0; j < x1; ++j) sum += a.v[(plane * g.h + i) * g.w + j];
+        r.v[(plane * oh + y) * ow + xo] = sum / static_cast<double>((y1 - y0) * (x1 - x0));
+      }
+  return r;
+}
+
+// --- the 1-d forms: conv1d, max_pool1d, avg_pool1d, adaptive_avg_pool1d on
+// [N, C, L] (or [C, L]) are the 2-d forms on [N, C, 1, L] with windows of
+// height 1. The draws keep the height's sizes at kernel 1, stride 1, padding 0,
+// dilation 1; the predictions and references go through the 2-d ones.
+
+// A 1-d op's shape as the 2-d op sees it: a height of 1 before the last dim (a
+// rank the 1-d op refuses becomes one the 2-d op refuses), and back.
+Shape with_height(Shape s) {
+  s.insert(s.end() - (s.empty() ? 0 : 1), 1);
+  return s;
+}
+Shape without_height(Shape s) {
+  s.erase(s.end() - 2);
+  return s;
+}
+
+void flat_window(Params& p) {
+  p.win.kernel[0] = p.win.stride[0] = p.win.dilation[0] = 1;
+  p.win.padding[0] = 0;
+}
+
+void draw_conv1d(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte(), o = pr.in().byte();
+  c.p.groups = (b & 0xC0) == 0xC0 ? 3 : 1 + (b & 1);
+  const std::size_t per_group = 1u + ((b >> 1) & 1u), groups = c.p.groups == 3 ? 1 : c.p.groups;
+  Shape xs{1u + ((b >> 2) & 1u), groups * per_group, 2u + ((b >> 3) & 3u)};
+  if (b & 0x20) xs.erase(xs.begin());  // no batch dim
+  c.in = {pr.pick_or_fit(xs)};
+  c.in.push_back(pr.pick_or_fit({groups * (1u + (o & 1u)), per_group, 1u + ((o >> 1) & 3u) % 3u}));
+  c.p.with_bias = o & 0x08;
+  if (c.p.with_bias) c.in.push_back(pr.pick_or_fit({pr.shape(c.in[1]).empty() ? 1 : pr.shape(c.in[1])[0]}));
+  draw_window(pr, c.p, false);
+  flat_window(c.p);
+}
+
+template <Expect (*predict2d)(const Shapes&, const Params&)>
+Expect predict_1d(const Shapes& s, const Params& p) {
+  Shapes as2d = s;
+  as2d[0] = with_height(s[0]);
+  if (predict2d == predict_conv2d) as2d[1] = with_height(s[1]);  // the weight; a bias stays [out]
+  Expect e = predict2d(as2d, p);
+  if (e.ok()) e.out = without_height(e.out);
+  return e;
+}
+
+template <Val (*ref2d)(const Vals&, const Params&, Check&, const Val*)>
+Val ref_1d(const Vals& x, const Params& p, Check& c, const Val*) {
+  std::vector<Val> as2d;
+  for (const Val* v : x) as2d.push_back(*v);
+  as2d[0].shape = with_height(as2d[0].shape);
+  if (ref2d == ref_conv2d) as2d[1].shape = with_height(as2d[1].shape);
+  Vals xs;
+  for (const Val& v : as2d) xs.push_back(&v);
+  Val r = ref2d(xs, p, c, nullptr);
+  r.shape = without_height(r.shape);
+  return r;
+}
+
+Tensor run_conv1d(const Tensors& t, const Params& p) {
+  return tg::conv1d(t[0], t[1], p.with_bias ? std::optional<Tensor>(t[2]) : std::nullopt,
+                    {.stride = p.win.stride[1], .padding = p.win.padding[1], .dilation = p.win.dilation[1],
+                     .groups = p.groups});
+}
+
+void draw_pool1d(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte();
+  Shape xs{1u + (b & 1u), 1u + ((b >> 1) & 1u), 2u + ((b >> 2) & 3u)};
+  if (b & 0x20) xs.erase(xs.begin());
+  c.in = {pr.pick_or_fit(xs)};
+  draw_window(pr, c.p, true);
+  flat_window(c.p);
+}
+
+template <bool max>
+Tensor run_pool1d(const Tensors& t, const Params& p) {
+  const std::optional<int64_t> stride = p.default_stride ? std::nullopt : std::optional<int64_t>(p.win.stride[1]);
+  if constexpr (max)
+    return tg::max_pool1d(t[0], p.win.kernel[1],
+                          {.stride = stride, .padding = p.win.padding[1], .dilation = p.win.dilation[1],
+                           .ceil_mode = p.ceil_mode});
+  else
+    return tg::avg_pool1d(t[0], p.win.kernel[1],
+                          {.stride = stride, .padding = p.win.padding[1], .ceil_mode = p.ceil_mode,
+                           .count_include_pad = p.count_include_pad});
+}
+
+void draw_adaptive1d(Program& pr, Call& c) {
+  const uint8_t b = pr.in().byte();
+  Shape xs{1u + (b & 1u), 1u + ((b >> 1) & 1u), 1u + ((b >> 2) & 3u)};
+  if (b & 0x40) xs.erase(xs.begin());
+  c.in = {pr.pick_or_fit(xs)};
+  const uint8_t o = pr.in().byte();
+  c.p.win.kernel = {1, (o & 0x0F) == 0x0F ? -1 : (o & 3)};
+}
+
+// --- binary_cross_entropy of probabilities: sigmoid(x), so that they lie in
+// [0, 1]. A NaN among them is refused (PyTorch's check; the draw sees the
+// operand's values). Its value is binary_cross_entropy_with_logits's; where
+// |x| > 8, 1 - sigmoid(x) in float has lost too many digits for the reference.
+
+void draw_bce(Program& pr, Call& c) {
+  draw_mse(pr, c);
+  c.p.nan_input = pr.has_nan(c.in[0]);
+}
+
+Expect predict_bce(const Shapes& s, const Params& p) {
+  if (s[0] != s[1] || p.nan_input) return fails_shape();
+  return gives(p.reduction == tg::Reduction::none ? s[0] : Shape{});
+}
+
+Tensor run_bce(const Tensors& t, const Params& p) {
+  return tg::binary_cross_entropy(tg::sigmoid(t[0]), t[1], std::nullopt, p.reduction);
+}
+
+Val ref_bce(const Vals& x, const Params& p, Check& c, const Val* base) {
+  for (double a : x[0]->v) c.wild |= !(std::abs(a) <= 8.0);
+  return ref_bce_with_logits(x, p, c, base);
+}
+
+// --- batch_norm while training, without running statistics: each channel
+// (dim 1) normalised by its mean and biased variance over the batch and every
+// dim after it, then scaled and shifted by weight[c] and bias[c] when given.
+
+void draw_batch_norm(Program& pr, Call& c) {
+  c.in = {pr.pick()};
+  const Shape& s = pr.shape(c.in[0]);
+  const std::size_t channels = s.size() >= 2 ? s[1] : 1;
+  const uint8_t b = pr.in().byte();
+  c.p.with_weight = b & 1;
+  c.p.with_bias = b & 2;
+  if (c.p.with_weight) c.in.push_back(pr.pick_or_fit({channels}));
+  if (c.p.with_bias) c.in.push_back(pr.pick_or_fit({channels}));
+  static const float eps[] = {1e-5f, 1e-5f, 1e-5f, 0.1f, 0.1f, 0.0f, -1e-3f, NAN};
+  c.p.eps = eps[(b >> 2) % 8];
+}
+
+Expect predict_batch_norm(const Shapes& s, const Params& p) {
+  const Shape& x = s[0];
+  if (x.size() < 2) return fails_shape();
+  for (std::size_t i = 1; i < s.size(); ++i)  // weight, bias
+    if (s[i] != Shape{x[1]}) return fails_shape();
+  const std::size_t inner = numel(x) / std::max<std::size_t>(x[0] * x[1], 1);
+  if (x[0] * inner <= 1 || !(p.eps >= 0)) return fails_shape();  // one value per channel, or none
+  return gives(x);
+}
+
+Tensor run_batch_norm(const Tensors& t, const Params& p) {
+  std::optional<Tensor> w, b;
+  if (p.with_weight) w = t[1];
+  if (p.with_bias) b = t.back();
+  return tg::batch_norm(t[0], std::nullopt, std::nullopt, w, b, /*training=*/true, 0.1f, p.eps);
+}
+
+Val ref_batch_norm(const Vals& x, const Params& p, Check& c, const Val*) {
+  const Val& a = *x[0];
+  const std::size_t batch = a.shape[0], channels = a.shape[1], inner = a.v.size() / std::max<std::size_t>(batch * channels, 1);
+  const Val* w = p.with_weight ? x[1] : nullptr;
+  const Val* b = p.with_bias ? x.back() : nullptr;
+  Val r = zeros(a.shape);
+  for (std::size_t ch = 0; ch < channels; ++ch) {
+    auto at = [&](std::size_t n, std::size_t i) { return (n * channels + ch) * inner + i; };
+    double mean = 0, var = 0, largest = 1;
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t i = 0; i < inner; ++i) mean += a.v[at(n, i)];
+    mean /= static_cast<double>(batch * inner);
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t i = 0; i < inner; ++i) {
+        var += (a.v[at(n, i)] - mean) * (a.v[at(n, i)] - mean);
+        largest = std::max(largest, std::abs(a.v[at(n, i)]));
+      }
+    var /= static_cast<double>(batch * inner);
+    const double rstd = 1 / std::sqrt(var + double(p.eps));
+    c.wild |= !(largest * rstd * rstd <= 1e3);  // as layer_norm: float and double part where this is steep
+    for (std::size_t n = 0; n < batch; ++n)
+      for (std::size_t i = 0; i < inner; ++i) {
+        double y = (a.v[at(n, i)] - mean) * rstd;
+        if (w) y *= w->v[ch];
+        if (b) y += b->v[ch];
+        r.v[at(n, i)] = y;
+      }
+  }
+  return r;
+}
+
 // --- the table. `name` is what a refusal must mention; `node` names the tape
 // entry of the output (for ops made of several, the last one).
 
@@ -2128,6 +2412,18 @@ const Op ops[] = {
     {"conv2d", "conv2d", draw_conv2d, predict_conv2d, run_conv2d, ref_conv2d},
     {"max_pool2d", "max_pool2d", draw_pool, predict_pool<true>, run_pool<true>, ref_pool<true>},
     {"avg_pool2d", "avg_pool2d", draw_pool, predict_pool<false>, run_pool<false>, ref_pool<false>},
+    {"unfold", "unfold", draw_unfold, predict_unfold, run_unfold, ref_unfold},
+    {"adaptive_avg_pool2d", "adaptive_avg_pool2d", draw_adaptive, predict_adaptive, run_adaptive, ref_adaptive},
+    {"conv1d", "conv1d", draw_conv1d, predict_1d<predict_conv2d>, run_conv1d, ref_1d<ref_conv2d>},
+    {"max_pool1d", "max_pool1d", draw_pool1d, predict_1d<predict_pool<true>>, run_pool1d<true>,
+     ref_1d<ref_pool<true>>},
+    {"avg_pool1d", "avg_pool1d", draw_pool1d, predict_1d<predict_pool<false>>, run_pool1d<false>,
+     ref_1d<ref_pool<false>>},
+    {"adaptive_avg_pool1d", "adaptive_avg_pool1d", draw_adaptive1d, predict_1d<predict_adaptive>,
+     [](const Tensors& t, const Params& p) { return tg::adaptive_avg_pool1d(t[0], p.win.kernel[1]); },
+     ref_1d<ref_adaptive>},
+    {"binary_cross_entropy", "binary_cross_entropy", draw_bce, predict_bce, run_bce, ref_bce},
+    {"batch_norm", "batch_norm", draw_batch_norm, predict_batch_norm, run_batch_norm, ref_batch_norm},
 };
 constexpr std::size_t num_ops = sizeof(ops) / sizeof(ops[0]);
 

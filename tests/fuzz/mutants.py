@@ -83,6 +83,21 @@ MUTANTS = [
     ("permute: backward reorders by the permutation, not its inverse (differs for 3 dims)", "core/ops/shape.cpp",
      "[op, inverse](const Array& g",
      "[op, inverse = perm](const Array& g"),
+    ("batch_norm: the training backward leaves out the mean of the gradient", "core/ops/layers.cpp",
+     "const double mean_d = training ? scale * sum_g / static_cast<double>(count) : 0.0;",
+     "const double mean_d = 0.0;"),
+    ("binary_cross_entropy: d/dinput 5% too large", "core/ops/layers.cpp",
+     "gx.data()[i] = gi * w.data()[i] * (x[i] - t[i]) / std::max((1.0f - x[i]) * x[i], 1e-12f);",
+     "gx.data()[i] = 1.05f * gi * w.data()[i] * (x[i] - t[i]) / std::max((1.0f - x[i]) * x[i], 1e-12f);"),
+    ("adaptive pooling: a window ends at floor((o + 1) in / out), not its ceiling", "core/ops/conv.cpp",
+     "const std::size_t first = o * in / out, end = ((o + 1) * in + out - 1) / out;",
+     "const std::size_t first = o * in / out, end = std::max((o + 1) * in / out, first + 1);"),
+    ("unfold: backward overwrites where windows overlap instead of adding", "core/ops/conv.cpp",
+     "for (std::size_t k = 0; k < n; ++k) row[k * g.sw] += cols[xs.first + k];",
+     "for (std::size_t k = 0; k < n; ++k) row[k * g.sw] = cols[xs.first + k];"),
+    ("conv1d: its padding applied along the height too", "core/ops/conv.cpp",
+     "as_width(o.padding, 0), as_width(o.dilation, 1), o.groups);",
+     "Size2(o.padding, o.padding), as_width(o.dilation, 1), o.groups);"),
 ]
 
 
