@@ -96,7 +96,7 @@ std::vector<std::pair<std::string, std::function<Tensor(tg::Generator&)>>> graph
 // Every op name recorded with a literal, record("name", ...), in core/ops and nn.
 std::set<std::string> recorded_literals() {
   std::set<std::string> names;
-  const std::regex call(R"(record\(\s*"([a-z_0-9]+)")");
+  const std::regex call(R"re(record\(\s*"([a-z_0-9]+)")re");
   for (const char* dir : {"core/ops", "nn"})
     for (const auto& f : std::filesystem::directory_iterator(tg::test::source_path(dir))) {
       if (f.path().extension() != ".cpp") continue;
@@ -111,7 +111,7 @@ std::set<std::string> recorded_literals() {
 std::set<std::string> fuzzer_ops() {
   std::set<std::string> names;
   const std::string text = tg::test::read_file(tg::test::source_path("tests/fuzz/fuzz_graph.cpp"));
-  const std::regex row(R"(\{"[A-Za-z_0-9]+", "([a-z_0-9]+)", draw_)");
+  const std::regex row(R"re(\{"[A-Za-z_0-9]+", "([a-z_0-9]+)", draw_)re");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), row); it != std::sregex_iterator(); ++it)
     names.insert((*it)[1]);
   return names;

@@ -112,6 +112,11 @@ def grad_str(g):
     return "dense " + array_str(held)
 
 
+def _str(v):
+    """A std::string's text, read from memory (with or without libstdc++'s printers)."""
+    return v["_M_dataplus"]["_M_p"].string(length=int(v["_M_string_length"]))
+
+
 def _shared(ptr):
     """The object a std::shared_ptr points to, or None."""
     p = ptr["_M_ptr"]
@@ -119,15 +124,14 @@ def _shared(ptr):
 
 
 def impl_str(impl):
-    name = impl["name"]
+    name = _str(impl["name"])
     text = "Tensor "
-    label = name.format_string() if hasattr(name, "format_string") else str(name)
-    if label not in ('""', ""):
-        text += label + " "
+    if name:
+        text += '"%s" ' % name
     text += array_str(impl["value"]).replace(" = ", " requires_grad = " if bool(impl["requires_grad"]) else " = ", 1)
     creator = _shared(impl["creator"])
     if creator is not None:
-        text += ", grad_fn=<%s>" % creator["op"].format_string().strip('"')
+        text += ", grad_fn=<%s>" % _str(creator["op"])
     return text + ", grad " + grad_str(impl["grad"])
 
 
@@ -138,13 +142,13 @@ def node_str(n):
     for i in range(int(end - begin)):
         inp = (begin + i).dereference()
         impl = _shared(inp["tensor"]["impl_"])
-        name = impl["name"].format_string().strip('"') if impl is not None else ""
+        name = _str(impl["name"]) if impl is not None else ""
         shape = _shape_of(impl["value"]) if impl is not None else []
         parts.append((name + " " if name else "") + shape_str(shape) + ("*" if bool(inp["needs_grad"]) else ""))
     shape = n["output_shape"]
     out = [int((shape["m_begin"] + i).dereference()) for i in range(int(shape["m_end"] - shape["m_begin"]))]
-    group = n["group"].format_string().strip('"')
-    return "Node [%d] %s(%s) -> %s%s" % (int(n["index"]), n["op"].format_string().strip('"'), ", ".join(parts),
+    group = _str(n["group"])
+    return "Node [%d] %s(%s) -> %s%s" % (int(n["index"]), _str(n["op"]), ", ".join(parts),
                                         shape_str(out), " (in %s)" % group if group else "")
 
 
