@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -21,13 +22,14 @@ namespace {
 
 // ------------------------------------------------------------ formatting
 
-// 6 significant digits with their trailing zeros (0.125010), integers as integers.
+// 6 significant digits, as the trace prints them (%g: 0.5, -2.30432), but
+// with the trailing zeros that are digits of the number (0.125010 for
+// 0.1250104, where %g's 0.12501 would read as exact).
 std::string num(double x) {
   char buf[40];
-  if (std::isfinite(x) && x == std::nearbyint(x) && std::fabs(x) < 1e7)
-    std::snprintf(buf, sizeof buf, "%.0f", x == 0 ? 0.0 : x);
-  else
-    std::snprintf(buf, sizeof buf, "%#.6g", x);
+  std::snprintf(buf, sizeof buf, "%g", x == 0 ? 0.0 : x);
+  if (!std::isfinite(x) || static_cast<float>(std::strtod(buf, nullptr)) == static_cast<float>(x)) return buf;
+  std::snprintf(buf, sizeof buf, "%#.6g", x);
   return buf;
 }
 // A number inside an expression: negative ones in parentheses, 2 · (-0.5).
@@ -90,7 +92,11 @@ Worked sum_of(std::vector<Term> terms, std::size_t max_shown = 4) {
     w.text = terms[0].text;
     if (!terms[0].mid.empty() && terms[0].mid != terms[0].text) w.text += " = " + terms[0].mid;
   } else {
-    for (std::size_t t = 0; t < terms.size() && t < max_shown; ++t) w.text += (t ? " + " : "") + terms[t].text;
+    for (std::size_t t = 0; t < terms.size() && t < max_shown; ++t) {
+      const std::string& text = terms[t].text;
+      if (t == 0) w.text = text;
+      else w.text += text[0] == '-' ? " - " + text.substr(1) : " + " + text;  // a + -2 · 3 reads a - 2 · 3
+    }
     if (terms.size() > max_shown) w.text += " + ... (" + std::to_string(terms.size()) + " terms)";
   }
   if (terms.size() != 1 || w.text != num(total)) w.text += " = " + num(total);
@@ -126,7 +132,7 @@ double at(const Ctx& c, std::size_t i, std::size_t j) {
 
 // g times a factor written out: "g · text" = "g · value".
 Term times(double g, const std::string& text, double factor, bool evaluate = true) {
-  return {par(g) + " · " + text, evaluate ? par(g) + " · " + par(factor) : "", g * factor};
+  return {num(g) + " · " + text, evaluate ? num(g) + " · " + par(factor) : "", g * factor};
 }
 Term just(double g) {
   return {num(g), "", g};
@@ -266,7 +272,7 @@ std::optional<Worked> matmul_at(const Ctx& c, std::size_t i, std::size_t k) {
     const std::vector<std::size_t> ai = batch_in(as, row, l), bi = batch_in(bs, l, col);
     if ((i == 0 ? ai : bi) != me) continue;
     const double other = i == 0 ? c.x(1).data()[ravel(bi, bs)] : c.x(0).data()[ravel(ai, as)];
-    terms.push_back({par(c.gv(j)) + " · " + par(other), "", c.gv(j) * other});
+    terms.push_back({num(c.gv(j)) + " · " + par(other), "", c.gv(j) * other});
   }
   return sum_of(std::move(terms));
 }
@@ -279,12 +285,12 @@ std::optional<Worked> linear_at(const Ctx& c, std::size_t i, std::size_t k) {
   if (i == 0) {  // x[r, l] += sum_o grad[r, o] w[o, l]
     const std::size_t r = k / ins, l = k % ins;
     for (std::size_t o = 0; o < outs; ++o)
-      terms.push_back({par(c.gv(r * outs + o)) + " · " + par(w(o, l)), "", c.gv(r * outs + o) * w(o, l)});
+      terms.push_back({num(c.gv(r * outs + o)) + " · " + par(w(o, l)), "", c.gv(r * outs + o) * w(o, l)});
   } else if (i == 1) {  // w[o, l] += sum_r grad[r, o] x[r, l]
     const std::size_t o = k / ins, l = k % ins;
     for (std::size_t r = 0; r < rows; ++r) {
       const double xv = x.data()[r * ins + l];
-      terms.push_back({par(c.gv(r * outs + o)) + " · " + par(xv), "", c.gv(r * outs + o) * xv});
+      terms.push_back({num(c.gv(r * outs + o)) + " · " + par(xv), "", c.gv(r * outs + o) * xv});
     }
   } else {  // b[o] += sum_r grad[r, o]
     for (std::size_t r = 0; r < rows; ++r) terms.push_back(just(c.gv(r * outs + k)));
@@ -299,12 +305,12 @@ std::optional<Worked> reduce_at(const Ctx& c, std::size_t k, const std::string& 
   if (c.n.output_shape.empty() || c.y().size() == 1) {  // every element reduced
     const double g = c.gv(0), n = static_cast<double>(x.size());
     if (op == "sum") return sum_of({just(g)});
-    if (op == "mean") return sum_of({{par(g) + " / " + num(n), "", g / n}});
+    if (op == "mean") return sum_of({{num(g) + " / " + num(n), "", g / n}});
     const double m = c.y().data()[0];
     std::size_t ties = 0;
     for (float v : x) ties += v == m;
     const bool hit = x.data()[k] == m;
-    const std::string text = par(g) + " · [" + num(x.data()[k]) + " = max " + num(m) + "]" +
+    const std::string text = num(g) + " · [" + num(x.data()[k]) + " = max " + num(m) + "]" +
                              (ties > 1 ? " / " + std::to_string(ties) + " ties" : "");
     return sum_of({{text, "", hit ? g / static_cast<double>(ties) : 0.0}});
   }
@@ -316,11 +322,11 @@ std::optional<Worked> reduce_at(const Ctx& c, std::size_t k, const std::string& 
   const auto [r, j] = column_of(in, *ax, k);
   const double g = c.gv(j), n = static_cast<double>(in[*ax]);
   if (op == "sum") return sum_of({{num(g), "", g}});
-  if (op == "mean") return sum_of({{par(g) + " / " + num(n), "", g / n}});
+  if (op == "mean") return sum_of({{num(g) + " / " + num(n), "", g / n}});
   std::size_t first = 0;  // the first maximum along the dim takes it
   for (std::size_t q = 1; q < in[*ax]; ++q)
     if (x.data()[column_at(in, *ax, j, q)] > x.data()[column_at(in, *ax, j, first)]) first = q;
-  return sum_of({{par(g) + " · [" + std::to_string(r) + " = argmax " + std::to_string(first) + "]", "",
+  return sum_of({{num(g) + " · [" + std::to_string(r) + " = argmax " + std::to_string(first) + "]", "",
                   r == first ? g : 0.0}});
 }
 
@@ -345,9 +351,9 @@ std::optional<Worked> softmax_at(const Ctx& c, std::size_t k, bool log) {
     }
     const double g = c.gv(k), yk = y.data()[k];
     if (log)
-      return sum_of({{par(g) + " - exp(" + num(yk) + ") · " + par(s), par(g) + " - " + par(std::exp(yk)) + " · " + par(s),
+      return sum_of({{num(g) + " - exp(" + num(yk) + ") · " + par(s), num(g) + " - " + par(std::exp(yk)) + " · " + par(s),
                       g - std::exp(yk) * s}});
-    return sum_of({{par(yk) + " · (" + num(g) + " - " + par(s) + ")", "", yk * (g - s)}});
+    return sum_of({{num(yk) + " · (" + num(g) + " - " + par(s) + ")", "", yk * (g - s)}});
   }
   return std::nullopt;
 }
@@ -397,12 +403,12 @@ const std::map<std::string, Entry>& table() {
                 })};
     m["mul"] = {{{"a", "grad · b"}, {"b", "grad · a"}}, binary([](const Ctx& c, std::size_t j, std::size_t i) {
                   const double other = at(c, 1 - i, j);
-                  return std::optional<Term>({par(c.gv(j)) + " · " + par(other), "", c.gv(j) * other});
+                  return std::optional<Term>({num(c.gv(j)) + " · " + par(other), "", c.gv(j) * other});
                 })};
     m["div"] = {{{"a", "grad / b"}, {"b", "-grad · a / b²"}},
                 binary([](const Ctx& c, std::size_t j, std::size_t i) {
                   const double a = at(c, 0, j), b = at(c, 1, j), g = c.gv(j);
-                  if (i == 0) return std::optional<Term>({par(g) + " / " + par(b), "", g / b});
+                  if (i == 0) return std::optional<Term>({num(g) + " / " + par(b), "", g / b});
                   return std::optional<Term>(
                       {"-" + par(g) + " · " + par(a) + " / " + par(b) + "²", "", -g * (a / b) / b});
                 })};
@@ -415,12 +421,12 @@ const std::map<std::string, Entry>& table() {
     m["mul_scalar"] = {{{"x", "grad · s"}}, unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
                          const auto s = ratio(c.y(), c.x(0));  // s = y / x
                          if (!s) return std::nullopt;
-                         return Term{par(c.gv(j)) + " · " + par(*s), "", c.gv(j) * *s};
+                         return Term{num(c.gv(j)) + " · " + par(*s), "", c.gv(j) * *s};
                        })};
     m["div_scalar"] = {{{"x", "grad / s"}}, unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
                          const auto s = ratio(c.x(0), c.y());  // s = x / y
                          if (!s) return std::nullopt;
-                         return Term{par(c.gv(j)) + " / " + par(*s), "", c.gv(j) / *s};
+                         return Term{num(c.gv(j)) + " / " + par(*s), "", c.gv(j) / *s};
                        })};
     m["pow"] = {{{"x", "grad · p · x^(p - 1)"}}, unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
                   // p read back from the values: log y / log x where x > 0 and x != 1
@@ -443,7 +449,7 @@ const std::map<std::string, Entry>& table() {
                 })};
     m["log"] = {{{"x", "grad / x"}}, unary([](const Ctx& c, std::size_t j) {
                   const double x = c.x(0).data()[j];
-                  return std::optional<Term>({par(c.gv(j)) + " / " + par(x), "", c.gv(j) / x});
+                  return std::optional<Term>({num(c.gv(j)) + " / " + par(x), "", c.gv(j) / x});
                 })};
     m["tanh"] = {{{"x", "grad · (1 - y²)   (y = tanh(x))"}}, unary([](const Ctx& c, std::size_t j) {
                    const double y = c.y().data()[j];
@@ -463,7 +469,7 @@ const std::map<std::string, Entry>& table() {
                 })};
     m["sqrt"] = {{{"x", "grad / (2 · y)   (y = sqrt(x))"}}, unary([](const Ctx& c, std::size_t j) {
                    const double y = c.y().data()[j];
-                   return std::optional<Term>({par(c.gv(j)) + " / (2 · " + num(y) + ")", "", c.gv(j) / (2 * y)});
+                   return std::optional<Term>({num(c.gv(j)) + " / (2 · " + num(y) + ")", "", c.gv(j) / (2 * y)});
                  })};
     m["clamp"] = {{{"x", "grad · [lo <= x <= hi], i.e. [y = x]"}}, unary([](const Ctx& c, std::size_t j) {
                     const double x = c.x(0).data()[j], y = c.y().data()[j];
@@ -557,7 +563,9 @@ const std::map<std::string, Entry>& table() {
                       }};
     // ----- shapes and lookups
     m["reshape"] = {{{"x", "grad, reshaped back to x's shape"}},
-                    unary([](const Ctx& c, std::size_t j) { return std::optional<Term>(just(c.gv(j))); })};
+                    [](const Ctx& c, std::size_t, std::size_t k) {  // the same flat position
+                      return std::optional<Worked>(sum_of({{"grad" + index_str(unravel(k, c.n.output_shape)), "", c.gv(k)}}));
+                    }};
     for (const char* op : {"transpose", "permute"}) m[op] = {{{"x", "grad with its dims put back in x's order"}}, nullptr};
     m["narrow"] = {{{"x", "grad in the slice that was taken, 0 elsewhere"}}, nullptr};
     m["cat"] = {{{"each input", "its own slice of grad along the dim"}}, nullptr};
