@@ -48,7 +48,9 @@ main { display: grid; grid-template-columns: minmax(0, 1fr) minmax(360px, 36%); 
        padding: 12px 16px; }
 #graph-box, #step, #tensors { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 10px; }
 #graph { overflow: auto; max-height: calc(100vh - 150px); cursor: grab; }
-#graph svg { display: block; margin: 0 auto; }
+/* dot measures text with its own font metrics: a line a little wider in the
+   browser's monospace font must not be cut off at the picture's edge */
+#graph svg { display: block; margin: 0 auto; overflow: visible; padding: 0 12px; }
 #zoom-bar { float: right; font-size: 12px; display: flex; gap: 4px; align-items: center; }
 #zoom-bar button { font-size: 12px; min-width: 28px; }
 #graph.dragging { cursor: grabbing; }

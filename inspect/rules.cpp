@@ -224,7 +224,7 @@ Plug binary(TermAt f) {
 // a lookup: row r of input 0 gets the sum of the output rows whose id is r.
 std::optional<Worked> rows_hit(const Ctx& c, std::size_t, std::size_t r) {
   const Indices& ids = c.n.ids;
-  if (ids.size() == 0) return std::nullopt;
+  if (ids.dimension() == 0 || ids.size() == 0) return std::nullopt;  // not a lookup (a 0-d array: no ids)
   const std::size_t cols = c.g.size() / ids.size();
   Worked w;
   w.value.assign(cols, 0.0);
@@ -304,7 +304,7 @@ std::optional<Worked> reduce_at(const Ctx& c, std::size_t k, const std::string& 
   const Array& x = c.x(0);
   if (c.n.output_shape.empty() || c.y().size() == 1) {  // every element reduced
     const double g = c.gv(0), n = static_cast<double>(x.size());
-    if (op == "sum") return sum_of({just(g)});
+    if (op == "sum") return sum_of({{"grad", "", g}});
     if (op == "mean") return sum_of({{num(g) + " / " + num(n), "", g / n}});
     const double m = c.y().data()[0];
     std::size_t ties = 0;
@@ -321,7 +321,7 @@ std::optional<Worked> reduce_at(const Ctx& c, std::size_t k, const std::string& 
   if (!ax) return std::nullopt;
   const auto [r, j] = column_of(in, *ax, k);
   const double g = c.gv(j), n = static_cast<double>(in[*ax]);
-  if (op == "sum") return sum_of({{num(g), "", g}});
+  if (op == "sum") return sum_of({{"grad" + index_str(unravel(j, c.n.output_shape)), "", g}});
   if (op == "mean") return sum_of({{num(g) + " / " + num(n), "", g / n}});
   std::size_t first = 0;  // the first maximum along the dim takes it
   for (std::size_t q = 1; q < in[*ax]; ++q)
@@ -376,6 +376,7 @@ std::optional<Worked> mse_at(const Ctx& c, std::size_t i, std::size_t k) {
 // nll_loss(log_probs [N, C], target): -grad (/ N for the mean) at each row's target.
 std::optional<Worked> nll_at(const Ctx& c, std::size_t k) {
   const Indices& target = c.n.ids;
+  if (target.dimension() != 1) return std::nullopt;
   const Array& lp = c.x(0);
   const std::size_t rows = target.size(), classes = lp.size() / std::max<std::size_t>(rows, 1);
   if (rows == 0) return std::nullopt;

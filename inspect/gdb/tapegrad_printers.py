@@ -71,6 +71,8 @@ def array_str(container):
     n = 1
     for d in shape:
         n *= d
+    if n and not int(container["m_storage"]["p_begin"]):
+        return shape_str(shape) + " (moved from: no values)"
     if n <= SHOWN:
         return shape_str(shape) + " = " + _nested(_values_of(container, n), shape)
     first = _values_of(container, 8)
