@@ -393,6 +393,7 @@ function show(k) {
   $('first').disabled = $('prev').disabled = k === 0;
   $('last').disabled = $('next').disabled = k === last;
   if (location.hash !== '#step=' + k) history.replaceState(null, '', '#step=' + k);
+  if (svg && scale === null) drawScale();  // the step panel's text may have changed the graph's room
 }
 
 function stepFromHash() {
@@ -421,7 +422,7 @@ const svg = document.querySelector('#graph svg');
 const natural = svg && {width: svg.width.baseVal.value, height: svg.height.baseVal.value};
 let scale = null;  // null: fit
 function fitScale() {
-  const room = {width: $('graph').clientWidth - 8, height: window.innerHeight - 170};
+  const room = {width: $('graph').clientWidth - 32, height: window.innerHeight - 170};  // 24 px of padding
   return Math.max(0.75, Math.min(1.25, room.width / natural.width, room.height / natural.height));
 }
 function drawScale() {

@@ -571,8 +571,9 @@ const std::map<std::string, Entry>& table() {
     m["narrow"] = {{{"x", "grad in the slice that was taken, 0 elsewhere"}}, nullptr};
     m["cat"] = {{{"each input", "its own slice of grad along the dim"}}, nullptr};
     m["stack"] = {{{"each input", "its own slice of grad along the new dim"}}, nullptr};
-    m["index_select"] = {{{"x", "rows[index] += grad rows (a row picked twice gets both)"}}, rows_hit, true};
-    m["embedding"] = {{{"weight", "rows[ids] += grad rows (a row looked up twice gets both)"}}, rows_hit, true};
+    m["index_select"] = {{{"x", "grad row k into row index[k], for each k (a row picked twice gets both)"}}, rows_hit, true};
+    m["embedding"] = {{{"weight", "grad row k into row ids[k], for each k: rows[ids] += grad (a row looked up twice gets both)"}},
+                      rows_hit, true};
     m["gather"] = {{{"x", "x.grad[index] += grad along the dim (scatter-add)"}}, nullptr};
     m["embedding_bag"] = {{{"weight", "rows[ids] += grad of their bag (times the entry's weight; / bag size for mean)"},
                            {"per_sample_weights", "grad of the bag · the row looked up"}}, nullptr};
