@@ -206,6 +206,14 @@ TEST_SUITE("rules") {
     CHECK(out.find("    rule: x.grad += grad · (1 - y²)   (y = tanh(x))\n") != std::string::npos);
     CHECK(out.find("x[0, 0]: -2.30432 · (1 - (-0.197375)²) = -2.30432 · 0.961043 = -2.21455\n") != std::string::npos);
     CHECK(out.find("x[0, 1]: 1.61303 · (1 - 0.935409²) = 1.61303 · 0.125010 = 0.201644\n") != std::string::npos);
+    // The tape listing: each entry, then its rule.
+    const Tensor again = tg::tanh(fc1(x));
+    std::ostringstream listing;
+    tg::print_tape(listing);
+    CHECK(listing.str().find("] tanh([1, 2]*) -> [1, 2]\n      backward: x.grad += grad · (1 - y²)   (y = tanh(x))\n") !=
+          std::string::npos);
+    CHECK(listing.str().find("      backward: x.grad += grad · weight | weight.grad += gradᵀ · x | bias.grad += grad summed "
+                             "over the rows\n") != std::string::npos);
   }
 
   TEST_CASE("composite calls name their ops' group; a lookup keeps its ids") {
