@@ -166,7 +166,8 @@ static void print_rule(std::ostream& os, const Node& node, const Array& grad_out
   const std::optional<RuleInput> rule = rule_input(node.op, i);
   if (!rule || grads[i].empty()) return;
   os << "    rule: " << rule->name << ".grad += " << rule->formula << '\n';
-  for (const Worked& w : worked(node, grad_output, grads, i, 2)) os << "    " << w.at << ": " << w.text << '\n';
+  for (const Worked& w : worked(node, grad_output, grads, i, 2))
+    os << "    " << w.at << ": " << w.text << '\n';
 }
 
 void on_step(const Node& node, const Array& grad_output, const Grads& grads) {

@@ -215,7 +215,8 @@ struct Recorder {
       if (!rule || grads[i].empty()) continue;
       inputs[i]["rule"] = rule->name + ".grad += " + rule->formula;
       json lines = json::array();
-      for (const debug::Worked& w : debug::worked(n, grad_output, grads, i)) lines.push_back(w.at + ": " + w.text);
+      for (const debug::Worked& w : debug::worked(n, grad_output, grads, i))
+        lines.push_back(w.at + ": " + w.text);
       inputs[i]["worked"] = std::move(lines);
     }
     const TensorImpl* out = n.output.lock().get();
@@ -253,7 +254,9 @@ std::string clusters(const Graph& g) {
     while (root[k] != k) k = root[k] = root[root[k]];
     return k;
   };
-  auto group = [&](std::size_t k) { return g.tensors[k].creator() ? g.tensors[k].creator()->group : std::string(); };
+  auto group = [&](std::size_t k) {
+    return g.tensors[k].creator() ? g.tensors[k].creator()->group : std::string();
+  };
   for (std::size_t k = 0; k < g.tensors.size(); ++k) {
     if (group(k).empty()) continue;
     for (const Node::Input& in : g.tensors[k].creator()->inputs) {
@@ -267,7 +270,8 @@ std::string clusters(const Graph& g) {
   std::ostringstream out;
   for (const auto& [r, ks] : members) {
     out << "  subgraph cluster_" << r << " {\n    label=\"" << debug::dot_escape(group(r))
-        << "\"; style=\"rounded,dashed\"; color=\"#7b1fa2\"; fontcolor=\"#7b1fa2\"; fontname=\"monospace\";\n";
+        << "\"; style=\"rounded,dashed\"; color=\"#7b1fa2\"; fontcolor=\"#7b1fa2\"; "
+           "fontname=\"monospace\";\n";
     for (std::size_t k : ks) out << "    \"t" << k << "\";\n";
     out << "  }\n";
   }
@@ -478,7 +482,8 @@ void write_html(const Tensor& loss, const std::string& path) {
         rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
         j["ids"] = std::vector<int64_t>(ids.begin(), ids.begin() + std::min(ids.size(), shown_values));
         j["nids"] = ids.size();
-        j["rows_hit"] = std::vector<int64_t>(rows.begin(), rows.begin() + std::min(rows.size(), shown_values));
+        j["rows_hit"] =
+            std::vector<int64_t>(rows.begin(), rows.begin() + std::min(rows.size(), shown_values));
         j["nrows_hit"] = rows.size();
       }
       std::vector<std::size_t> inputs;

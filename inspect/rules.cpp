@@ -1,4 +1,5 @@
-// The local rule of every op's backward, in one table keyed by the op's name, and each rule worked out with a step's numbers.
+// The local rule of every op's backward, in one table keyed by the op's name, and each rule worked out with a
+// step's numbers.
 //
 // A rule says what an op adds to each input's gradient, given the gradient
 // `grad` that reached its output (y): tanh's is x.grad += grad · (1 - y²).
@@ -94,8 +95,10 @@ Worked sum_of(std::vector<Term> terms, std::size_t max_shown = 4) {
   } else {
     for (std::size_t t = 0; t < terms.size() && t < max_shown; ++t) {
       const std::string& text = terms[t].text;
-      if (t == 0) w.text = text;
-      else w.text += text[0] == '-' ? " - " + text.substr(1) : " + " + text;  // a + -2 · 3 reads a - 2 · 3
+      if (t == 0)
+        w.text = text;
+      else
+        w.text += text[0] == '-' ? " - " + text.substr(1) : " + " + text;  // a + -2 · 3 reads a - 2 · 3
     }
     if (terms.size() > max_shown) w.text += " + ... (" + std::to_string(terms.size()) + " terms)";
   }
@@ -162,8 +165,8 @@ std::size_t column_at(const Array::shape_type& in, std::size_t ax, std::size_t j
 
 // The dim `in` was reduced along to give `out` (keepdim or not), picked among
 // those the shapes allow by recomputing the output with `reduce`.
-std::optional<std::size_t> reduced_dim(
-    const Ctx& c, const std::function<double(const std::vector<double>&)>& reduce) {
+std::optional<std::size_t> reduced_dim(const Ctx& c,
+                                       const std::function<double(const std::vector<double>&)>& reduce) {
   const auto& in = c.n.input_shape(0);
   const auto& out = c.n.output_shape;
   for (std::size_t ax = 0; ax < in.size(); ++ax) {
@@ -314,9 +317,10 @@ std::optional<Worked> reduce_at(const Ctx& c, std::size_t k, const std::string& 
                              (ties > 1 ? " / " + std::to_string(ties) + " ties" : "");
     return sum_of({{text, "", hit ? g / static_cast<double>(ties) : 0.0}});
   }
-  const auto reduce = op == "sum"    ? total
-                      : op == "mean" ? average
-                                     : [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  const auto reduce =
+      op == "sum"    ? total
+      : op == "mean" ? average
+                     : [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
   const std::optional<std::size_t> ax = reduced_dim(c, reduce);
   if (!ax) return std::nullopt;
   const auto [r, j] = column_of(in, *ax, k);
@@ -339,7 +343,8 @@ std::optional<Worked> softmax_at(const Ctx& c, std::size_t k, bool log) {
     const std::size_t n = in[ax], cols = y.size() / std::max<std::size_t>(n, 1);
     for (std::size_t j = 0; rows_sum_to_1 && j < cols; ++j) {
       double s = 0;
-      for (std::size_t r = 0; r < n; ++r) s += log ? std::exp(y.data()[column_at(in, ax, j, r)]) : y.data()[column_at(in, ax, j, r)];
+      for (std::size_t r = 0; r < n; ++r)
+        s += log ? std::exp(y.data()[column_at(in, ax, j, r)]) : y.data()[column_at(in, ax, j, r)];
       rows_sum_to_1 = std::fabs(s - 1) < 1e-4;
     }
     if (!rows_sum_to_1) continue;
@@ -351,8 +356,8 @@ std::optional<Worked> softmax_at(const Ctx& c, std::size_t k, bool log) {
     }
     const double g = c.gv(k), yk = y.data()[k];
     if (log)
-      return sum_of({{num(g) + " - exp(" + num(yk) + ") · " + par(s), num(g) + " - " + par(std::exp(yk)) + " · " + par(s),
-                      g - std::exp(yk) * s}});
+      return sum_of({{num(g) + " - exp(" + num(yk) + ") · " + par(s),
+                      num(g) + " - " + par(std::exp(yk)) + " · " + par(s), g - std::exp(yk) * s}});
     return sum_of({{num(yk) + " · (" + num(g) + " - " + par(s) + ")", "", yk * (g - s)}});
   }
   return std::nullopt;
@@ -388,8 +393,161 @@ std::optional<Worked> nll_at(const Ctx& c, std::size_t k) {
   const bool mean = !none && std::fabs(y - picked / rows) <= 1e-4 * (1 + std::fabs(y));
   const double g = c.gv(none ? r : 0), n = mean ? static_cast<double>(rows) : 1.0;
   if (target(r) != static_cast<int64_t>(cls))
-    return sum_of({{"0 (row " + std::to_string(r) + "'s target is class " + std::to_string(target(r)) + ")", "", 0.0}});
+    return sum_of(
+        {{"0 (row " + std::to_string(r) + "'s target is class " + std::to_string(target(r)) + ")", "", 0.0}});
   return sum_of({{"-" + par(g) + (mean ? " / " + num(n) : ""), "", -g / n}});
+}
+
+// ------------------------------------------------------ moves and picks
+//
+// Ops that move values without arithmetic: each input element lands at one
+// output position (or none), found from the shapes and checked against the
+// values, and gets the gradient there.
+
+using Index = std::vector<std::size_t>;
+
+// The output position of input i's element k, or nothing (narrow: outside the
+// slice). `where` maps an input index to an output index; it is tried for
+// each way the shapes allow, and the first whose output matches every value is used.
+using Where = std::function<std::optional<Index>(const Index& in, std::size_t input)>;
+
+bool moves_values(const Ctx& c, const Where& where) {
+  const auto& out = c.n.output_shape;
+  for (std::size_t i = 0; i < c.n.inputs.size(); ++i) {
+    const auto& in = c.n.input_shape(i);
+    for (std::size_t k = 0; k < c.x(i).size(); ++k) {
+      const std::optional<Index> o = where(unravel(k, in), i);
+      if (o && c.y().data()[ravel(*o, out)] != c.x(i).data()[k] &&
+          !(std::isnan(c.y().data()[ravel(*o, out)]) && std::isnan(c.x(i).data()[k])))
+        return false;
+    }
+  }
+  return true;
+}
+
+std::optional<Worked> moved(const Ctx& c, std::size_t i, std::size_t k, const std::vector<Where>& ways) {
+  for (const Where& where : ways) {
+    if (!moves_values(c, where)) continue;
+    const std::optional<Index> o = where(unravel(k, c.n.input_shape(i)), i);
+    if (!o) return sum_of({{"0 (not in the output)", "", 0.0}});
+    return sum_of({{"grad" + index_str(*o), "", c.gv(ravel(*o, c.n.output_shape))}});
+  }
+  return std::nullopt;
+}
+
+std::optional<Worked> permute_at(const Ctx& c, std::size_t i, std::size_t k) {
+  const auto &in = c.n.input_shape(0), &out = c.n.output_shape;
+  Index perm(in.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::vector<Where> ways;  // output dim d is input dim perm[d]
+  do {
+    bool fits = out.size() == in.size();
+    for (std::size_t d = 0; fits && d < out.size(); ++d) fits = out[d] == in[perm[d]];
+    if (fits)
+      ways.push_back([perm](const Index& x, std::size_t) {
+        Index o(x.size());
+        for (std::size_t d = 0; d < x.size(); ++d) o[d] = x[perm[d]];
+        return std::optional<Index>(o);
+      });
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return moved(c, i, k, ways);
+}
+
+std::optional<Worked> narrow_at(const Ctx& c, std::size_t i, std::size_t k) {
+  const auto &in = c.n.input_shape(0), &out = c.n.output_shape;
+  std::vector<Where> ways;
+  for (std::size_t ax = 0; ax < in.size() && out.size() == in.size(); ++ax)
+    for (std::size_t start = 0; out[ax] <= in[ax] && start + out[ax] <= in[ax]; ++start)
+      ways.push_back([ax, start, len = out[ax]](const Index& x, std::size_t) -> std::optional<Index> {
+        if (x[ax] < start || x[ax] >= start + len) return std::nullopt;
+        Index o = x;
+        o[ax] -= start;
+        return o;
+      });
+  return moved(c, i, k, ways);
+}
+
+std::optional<Worked> join_at(const Ctx& c, std::size_t i, std::size_t k, bool stack) {
+  const auto& out = c.n.output_shape;
+  std::vector<Where> ways;
+  for (std::size_t ax = 0; ax < out.size(); ++ax) {
+    std::vector<std::size_t> offset;  // cat: where each input starts along ax
+    std::size_t at = 0;
+    for (std::size_t q = 0; q < c.n.inputs.size(); ++q) {
+      offset.push_back(at);
+      at += stack ? 1 : (ax < c.n.input_shape(q).size() ? c.n.input_shape(q)[ax] : 0);
+    }
+    if (at != out[ax]) continue;
+    ways.push_back([ax, offset, stack](const Index& x, std::size_t q) {
+      Index o = x;
+      if (stack)
+        o.insert(o.begin() + static_cast<std::ptrdiff_t>(ax), q);
+      else
+        o[ax] += offset[q];
+      return std::optional<Index>(o);
+    });
+  }
+  return moved(c, i, k, ways);
+}
+
+// gather(x, dim, index): out[j] = x[j with index[j] along dim]; element k of x
+// gets the gradient of every output position that picked it.
+std::optional<Worked> gather_at(const Ctx& c, std::size_t k) {
+  const Indices& ids = c.n.ids;
+  const auto &in = c.n.input_shape(0), &out = c.n.output_shape;
+  if (ids.dimension() != out.size() || ids.size() != c.y().size()) return std::nullopt;
+  for (std::size_t ax = 0; ax < in.size(); ++ax) {
+    auto picked = [&](std::size_t j) {
+      Index o = unravel(j, out);
+      o[ax] = static_cast<std::size_t>(ids.data()[j]);
+      return o;
+    };
+    bool same = true;
+    for (std::size_t j = 0; same && j < c.y().size(); ++j) {
+      const Index o = picked(j);
+      bool inside = true;
+      for (std::size_t d = 0; d < o.size(); ++d) inside = inside && o[d] < in[d];
+      same = inside && c.x(0).data()[ravel(o, in)] == c.y().data()[j];
+    }
+    if (!same) continue;
+    std::vector<Term> terms;
+    for (std::size_t j = 0; j < c.y().size(); ++j)
+      if (ravel(picked(j), in) == k) terms.push_back({"grad" + index_str(unravel(j, out)), "", c.gv(j)});
+    return sum_of(std::move(terms));
+  }
+  return std::nullopt;
+}
+
+// binary_cross_entropy(_with_logits)(x, t), without weights: the mean or sum
+// read back from the output.
+std::optional<Worked> bce_at(const Ctx& c, std::size_t i, std::size_t k, bool logits) {
+  if (c.n.inputs.size() != 2) return std::nullopt;  // weight, pos_weight: in words only
+  const Array &x = c.x(0), &t = c.x(1);
+  auto loss = [logits](double x, double t) {
+    if (logits) return std::max(x, 0.0) - x * t + std::log1p(std::exp(-std::fabs(x)));
+    return -(t * std::max(std::log(x), -100.0) + (1 - t) * std::max(std::log1p(-x), -100.0));
+  };
+  double total = 0;
+  for (std::size_t q = 0; q < x.size(); ++q) total += loss(x.data()[q], t.data()[q]);
+  const bool none = c.y().size() == x.size() && !c.n.output_shape.empty();
+  const double y = c.y().data()[0];
+  const bool mean = !none && std::fabs(y - total / x.size()) <= 1e-4 * (1 + std::fabs(y));
+  const double n = mean ? static_cast<double>(x.size()) : 1.0, g = c.gv(none ? k : 0);
+  const double xv = x.data()[k], tv = t.data()[k];
+  const std::string over = mean ? " / " + num(n) : "";
+  if (logits) {
+    if (i == 0)
+      return sum_of(
+          {{num(g) + " · (sigmoid(" + num(xv) + ") - " + par(tv) + ")" + over,
+            num(g) + " · (" + num(sigmoid(xv)) + " - " + par(tv) + ")" + over, g * (sigmoid(xv) - tv) / n}});
+    return sum_of({{"-" + par(g) + " · " + par(xv) + over, "", -g * xv / n}});
+  }
+  if (i == 0)
+    return sum_of({{num(g) + " · (" + num(xv) + " - " + par(tv) + ") / (" + num(xv) + " · (1 - " + num(xv) +
+                        "))" + over,
+                    "", g * (xv - tv) / std::max((1 - xv) * xv, 1e-12) / n}});
+  return sum_of({{"-" + par(g) + " · log(" + num(xv) + " / (1 - " + num(xv) + "))" + over, "",
+                  -g * std::log(xv / (1 - xv)) / n}});
 }
 
 const std::map<std::string, Entry>& table() {
@@ -402,7 +560,8 @@ const std::map<std::string, Entry>& table() {
     m["sub"] = {{{"a", "grad"}, {"b", "-grad"}}, binary([](const Ctx& c, std::size_t j, std::size_t i) {
                   return std::optional<Term>(i == 0 ? just(c.gv(j)) : Term{"-" + par(c.gv(j)), "", -c.gv(j)});
                 })};
-    m["mul"] = {{{"a", "grad · b"}, {"b", "grad · a"}}, binary([](const Ctx& c, std::size_t j, std::size_t i) {
+    m["mul"] = {{{"a", "grad · b"}, {"b", "grad · a"}},
+                binary([](const Ctx& c, std::size_t j, std::size_t i) {
                   const double other = at(c, 1 - i, j);
                   return std::optional<Term>({num(c.gv(j)) + " · " + par(other), "", c.gv(j) * other});
                 })};
@@ -416,9 +575,8 @@ const std::map<std::string, Entry>& table() {
     m["neg"] = {{{"x", "-grad"}}, unary([](const Ctx& c, std::size_t j) {
                   return std::optional<Term>({"-" + par(c.gv(j)), "", -c.gv(j)});
                 })};
-    m["add_scalar"] = {{{"x", "grad"}}, unary([](const Ctx& c, std::size_t j) {
-                         return std::optional<Term>(just(c.gv(j)));
-                       })};
+    m["add_scalar"] = {{{"x", "grad"}},
+                       unary([](const Ctx& c, std::size_t j) { return std::optional<Term>(just(c.gv(j))); })};
     m["mul_scalar"] = {{{"x", "grad · s"}}, unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
                          const auto s = ratio(c.y(), c.x(0));  // s = y / x
                          if (!s) return std::nullopt;
@@ -429,22 +587,23 @@ const std::map<std::string, Entry>& table() {
                          if (!s) return std::nullopt;
                          return Term{num(c.gv(j)) + " / " + par(*s), "", c.gv(j) / *s};
                        })};
-    m["pow"] = {{{"x", "grad · p · x^(p - 1)"}}, unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
-                  // p read back from the values: log y / log x where x > 0 and x != 1
-                  std::optional<double> p;
-                  double best = 0;
-                  for (std::size_t q = 0; q < c.x(0).size(); ++q) {
-                    const double x = c.x(0).data()[q], y = c.y().data()[q];
-                    if (x > 0 && y > 0 && std::isfinite(x) && std::isfinite(y) && std::fabs(std::log(x)) > best) {
-                      best = std::fabs(std::log(x));
-                      p = std::log(y) / std::log(x);
-                    }
-                  }
-                  if (!p || best < 0.1) return std::nullopt;
-                  const double rounded = std::round(*p * 1000) / 1000, x = c.x(0).data()[j];
-                  return times(c.gv(j), num(rounded) + " · " + par(x) + "^" + par(rounded - 1),
-                               rounded * std::pow(x, rounded - 1));
-                })};
+    m["pow"] = {
+        {{"x", "grad · p · x^(p - 1)"}}, unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
+          // p read back from the values: log y / log x where x > 0 and x != 1
+          std::optional<double> p;
+          double best = 0;
+          for (std::size_t q = 0; q < c.x(0).size(); ++q) {
+            const double x = c.x(0).data()[q], y = c.y().data()[q];
+            if (x > 0 && y > 0 && std::isfinite(x) && std::isfinite(y) && std::fabs(std::log(x)) > best) {
+              best = std::fabs(std::log(x));
+              p = std::log(y) / std::log(x);
+            }
+          }
+          if (!p || best < 0.1) return std::nullopt;
+          const double rounded = std::round(*p * 1000) / 1000, x = c.x(0).data()[j];
+          return times(c.gv(j), num(rounded) + " · " + par(x) + "^" + par(rounded - 1),
+                       rounded * std::pow(x, rounded - 1));
+        })};
     m["exp"] = {{{"x", "grad · y   (y = exp(x))"}}, unary([](const Ctx& c, std::size_t j) {
                   return std::optional<Term>(times(c.gv(j), par(c.y().data()[j]), c.y().data()[j], false));
                 })};
@@ -456,34 +615,42 @@ const std::map<std::string, Entry>& table() {
                    const double y = c.y().data()[j];
                    return std::optional<Term>(times(c.gv(j), "(1 - " + par(y) + "²)", 1 - y * y));
                  })};
-    m["sigmoid"] = {{{"x", "grad · y · (1 - y)   (y = sigmoid(x))"}}, unary([](const Ctx& c, std::size_t j) {
-                      const double y = c.y().data()[j];
-                      return std::optional<Term>(times(c.gv(j), num(y) + " · (1 - " + num(y) + ")", y * (1 - y)));
-                    })};
+    m["sigmoid"] = {
+        {{"x", "grad · y · (1 - y)   (y = sigmoid(x))"}}, unary([](const Ctx& c, std::size_t j) {
+          const double y = c.y().data()[j];
+          return std::optional<Term>(times(c.gv(j), num(y) + " · (1 - " + num(y) + ")", y * (1 - y)));
+        })};
     m["relu"] = {{{"x", "grad · [x > 0]"}}, unary([](const Ctx& c, std::size_t j) {
                    const double x = c.x(0).data()[j];
                    return std::optional<Term>(times(c.gv(j), "[" + num(x) + " > 0]", x <= 0 ? 0.0 : 1.0));
                  })};
     m["abs"] = {{{"x", "grad · sign(x)"}}, unary([](const Ctx& c, std::size_t j) {
                   const double x = c.x(0).data()[j];
-                  return std::optional<Term>(times(c.gv(j), "sign(" + num(x) + ")", x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0));
+                  return std::optional<Term>(times(c.gv(j), "sign(" + num(x) + ")",
+                                                   x > 0   ? 1.0
+                                                   : x < 0 ? -1.0
+                                                           : 0.0));
                 })};
-    m["sqrt"] = {{{"x", "grad / (2 · y)   (y = sqrt(x))"}}, unary([](const Ctx& c, std::size_t j) {
-                   const double y = c.y().data()[j];
-                   return std::optional<Term>({num(c.gv(j)) + " / (2 · " + num(y) + ")", "", c.gv(j) / (2 * y)});
-                 })};
-    m["clamp"] = {{{"x", "grad · [lo <= x <= hi], i.e. [y = x]"}}, unary([](const Ctx& c, std::size_t j) {
-                    const double x = c.x(0).data()[j], y = c.y().data()[j];
-                    return std::optional<Term>(times(c.gv(j), "[" + num(y) + " = " + num(x) + "]", x == y ? 1.0 : 0.0));
-                  })};
+    m["sqrt"] = {
+        {{"x", "grad / (2 · y)   (y = sqrt(x))"}}, unary([](const Ctx& c, std::size_t j) {
+          const double y = c.y().data()[j];
+          return std::optional<Term>({num(c.gv(j)) + " / (2 · " + num(y) + ")", "", c.gv(j) / (2 * y)});
+        })};
+    m["clamp"] = {
+        {{"x", "grad · [lo <= x <= hi], i.e. [y = x]"}}, unary([](const Ctx& c, std::size_t j) {
+          const double x = c.x(0).data()[j], y = c.y().data()[j];
+          return std::optional<Term>(times(c.gv(j), "[" + num(y) + " = " + num(x) + "]", x == y ? 1.0 : 0.0));
+        })};
     m["gelu"] = {{{"x", "grad · gelu'(x) = grad · (Phi(x) + x · phi(x))   (the tanh form: its derivative)"}},
                  unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
                    const double x = c.x(0).data()[j], y = c.y().data()[j];
-                   const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0))), pdf = std::exp(-x * x / 2) / std::sqrt(2 * M_PI);
+                   const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0))),
+                                pdf = std::exp(-x * x / 2) / std::sqrt(2 * M_PI);
                    const double k = std::sqrt(2 / M_PI), u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
                    const bool tanh_form = std::fabs(0.5 * x * (1 + t) - y) < std::fabs(x * cdf - y);
-                   const double d = tanh_form ? 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
-                                              : cdf + x * pdf;
+                   const double d =
+                       tanh_form ? 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
+                                 : cdf + x * pdf;
                    return times(c.gv(j), "gelu'(" + num(x) + ")", d);
                  })};
     m["softplus"] = {{{"x", "grad · sigmoid(beta · x)   (grad where beta · x > threshold)"}},
@@ -493,10 +660,11 @@ const std::map<std::string, Entry>& table() {
                          return std::nullopt;  // beta other than 1: not read back
                        return times(c.gv(j), "sigmoid(" + num(x) + ")", x > 20 ? 1.0 : sigmoid(x));
                      })};
-    m["log_sigmoid"] = {{{"x", "grad · (1 - sigmoid(x))"}}, unary([](const Ctx& c, std::size_t j) {
-                          const double x = c.x(0).data()[j];
-                          return std::optional<Term>(times(c.gv(j), "(1 - sigmoid(" + num(x) + "))", sigmoid(-x)));
-                        })};
+    m["log_sigmoid"] = {
+        {{"x", "grad · (1 - sigmoid(x))"}}, unary([](const Ctx& c, std::size_t j) {
+          const double x = c.x(0).data()[j];
+          return std::optional<Term>(times(c.gv(j), "(1 - sigmoid(" + num(x) + "))", sigmoid(-x)));
+        })};
     m["dropout"] = {{{"x", "grad · mask / (1 - p)   (mask / (1 - p) = y / x)"}},
                     unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
                       const double x = c.x(0).data()[j], y = c.y().data()[j];
@@ -516,7 +684,9 @@ const std::map<std::string, Entry>& table() {
                  return times(c.gv(j), "[" + cmp + "]", wins ? 1.0 : 0.0);
                })};
     }
-    m["where"] = {{{"condition", "none (not differentiable)"}, {"a", "grad · [condition != 0]"}, {"b", "grad · [condition = 0]"}},
+    m["where"] = {{{"condition", "none (not differentiable)"},
+                   {"a", "grad · [condition != 0]"},
+                   {"b", "grad · [condition = 0]"}},
                   binary([](const Ctx& c, std::size_t j, std::size_t i) -> std::optional<Term> {
                     const double cond = at(c, 0, j);
                     if (i == 0) return std::nullopt;
@@ -530,73 +700,107 @@ const std::map<std::string, Entry>& table() {
                           return times(c.gv(j), "[" + num(mask) + " = 0]", mask == 0 ? 1.0 : 0.0);
                         })};
     for (const char* op : {"tril", "triu"})
-      m[op] = {{{"x", std::string("grad, 0 outside the ") + (op[3] == 'l' ? "lower" : "upper") + " triangle"}},
-               unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
-                 const double x = c.x(0).data()[j], y = c.y().data()[j];
-                 if (x == 0) return std::nullopt;  // kept or not: the values cannot tell
-                 return times(c.gv(j), "[" + num(y) + " = " + num(x) + "]", x == y ? 1.0 : 0.0);
-               })};
+      m[op] = {
+          {{"x", std::string("grad, 0 outside the ") + (op[3] == 'l' ? "lower" : "upper") + " triangle"}},
+          unary([](const Ctx& c, std::size_t j) -> std::optional<Term> {
+            const double x = c.x(0).data()[j], y = c.y().data()[j];
+            if (x == 0) return std::nullopt;  // kept or not: the values cannot tell
+            return times(c.gv(j), "[" + num(y) + " = " + num(x) + "]", x == y ? 1.0 : 0.0);
+          })};
     // ----- products
     m["matmul"] = {{{"a", "grad · bᵀ"}, {"b", "aᵀ · grad"}}, matmul_at};
-    m["linear"] = {{{"x", "grad · weight"}, {"weight", "gradᵀ · x"}, {"bias", "grad summed over the rows"}}, linear_at};
+    m["linear"] = {{{"x", "grad · weight"}, {"weight", "gradᵀ · x"}, {"bias", "grad summed over the rows"}},
+                   linear_at};
     // ----- reductions and the softmax family
     for (const char* op : {"sum", "mean", "max"})
-      m[op] = {{{"x", op == std::string("sum")    ? "grad, copied to every element that was summed"
-                      : op == std::string("mean") ? "grad / n, copied to each of the n elements averaged"
-                                                  : "grad to the maximum (all: shared at a tie; along a dim: the first)"}},
-               [op = std::string(op)](const Ctx& c, std::size_t, std::size_t k) { return reduce_at(c, k, op); }};
+      m[op] = {
+          {{"x", op == std::string("sum") ? "grad, copied to every element that was summed"
+                 : op == std::string("mean")
+                     ? "grad / n, copied to each of the n elements averaged"
+                     : "grad to the maximum (all: shared at a tie; along a dim: the first)"}},
+          [op = std::string(op)](const Ctx& c, std::size_t, std::size_t k) { return reduce_at(c, k, op); }};
     m["softmax"] = {{{"x", "y · (grad - sum(grad · y))   (sums along the softmax's dim)"}},
                     [](const Ctx& c, std::size_t, std::size_t k) { return softmax_at(c, k, false); }};
     m["log_softmax"] = {{{"x", "grad - exp(y) · sum(grad)   (exp(y) = softmax(x); sum along the dim)"}},
                         [](const Ctx& c, std::size_t, std::size_t k) { return softmax_at(c, k, true); }};
-    m["logsumexp"] = {{{"x", "grad · exp(x - y)   (= grad · softmax(x))"}},
-                      [](const Ctx& c, std::size_t, std::size_t k) -> std::optional<Worked> {
-                        const auto ax = reduced_dim(c, [](const std::vector<double>& v) {
-                          const double m = *std::max_element(v.begin(), v.end());
-                          double s = 0;
-                          for (double e : v) s += std::exp(e - m);
-                          return m + std::log(s);
-                        });
-                        if (!ax) return std::nullopt;
-                        const std::size_t j = column_of(c.n.input_shape(0), *ax, k).second;
-                        const double x = c.x(0).data()[k], y = c.y().data()[j];
-                        return sum_of({times(c.gv(j), "exp(" + num(x) + " - " + par(y) + ")", std::exp(x - y))});
-                      }};
+    m["logsumexp"] = {
+        {{"x", "grad · exp(x - y)   (= grad · softmax(x))"}},
+        [](const Ctx& c, std::size_t, std::size_t k) -> std::optional<Worked> {
+          const auto ax = reduced_dim(c, [](const std::vector<double>& v) {
+            const double m = *std::max_element(v.begin(), v.end());
+            double s = 0;
+            for (double e : v) s += std::exp(e - m);
+            return m + std::log(s);
+          });
+          if (!ax) return std::nullopt;
+          const std::size_t j = column_of(c.n.input_shape(0), *ax, k).second;
+          const double x = c.x(0).data()[k], y = c.y().data()[j];
+          return sum_of({times(c.gv(j), "exp(" + num(x) + " - " + par(y) + ")", std::exp(x - y))});
+        }};
     // ----- shapes and lookups
     m["reshape"] = {{{"x", "grad, reshaped back to x's shape"}},
                     [](const Ctx& c, std::size_t, std::size_t k) {  // the same flat position
-                      return std::optional<Worked>(sum_of({{"grad" + index_str(unravel(k, c.n.output_shape)), "", c.gv(k)}}));
+                      return std::optional<Worked>(
+                          sum_of({{"grad" + index_str(unravel(k, c.n.output_shape)), "", c.gv(k)}}));
                     }};
-    for (const char* op : {"transpose", "permute"}) m[op] = {{{"x", "grad with its dims put back in x's order"}}, nullptr};
-    m["narrow"] = {{{"x", "grad in the slice that was taken, 0 elsewhere"}}, nullptr};
-    m["cat"] = {{{"each input", "its own slice of grad along the dim"}}, nullptr};
-    m["stack"] = {{{"each input", "its own slice of grad along the new dim"}}, nullptr};
-    m["index_select"] = {{{"x", "grad row k into row index[k], for each k (a row picked twice gets both)"}}, rows_hit, true};
-    m["embedding"] = {{{"weight", "grad row k into row ids[k], for each k: rows[ids] += grad (a row looked up twice gets both)"}},
-                      rows_hit, true};
-    m["gather"] = {{{"x", "x.grad[index] += grad along the dim (scatter-add)"}}, nullptr};
-    m["embedding_bag"] = {{{"weight", "rows[ids] += grad of their bag (times the entry's weight; / bag size for mean)"},
-                           {"per_sample_weights", "grad of the bag · the row looked up"}}, nullptr};
-    m["embedding_dot"] = {{{"weight", "rows[ids[p, c]] += grad[p, c] · h[p]"}, {"h", "h[p] += sum_c grad[p, c] · weight[ids[p, c]]"}},
+    for (const char* op : {"transpose", "permute"})
+      m[op] = {{{"x", "grad with its dims put back in x's order"}}, permute_at};
+    m["narrow"] = {{{"x", "grad in the slice that was taken, 0 elsewhere"}}, narrow_at};
+    m["cat"] = {{{"x", "its own slice of grad along the dim (each input x)"}},
+                [](const Ctx& c, std::size_t i, std::size_t k) { return join_at(c, i, k, false); }};
+    m["stack"] = {{{"x", "its own slice of grad along the new dim (each input x)"}},
+                  [](const Ctx& c, std::size_t i, std::size_t k) { return join_at(c, i, k, true); }};
+    m["index_select"] = {
+        {{"x", "grad row k into row index[k], for each k (a row picked twice gets both)"}}, rows_hit, true};
+    m["embedding"] = {
+        {{"weight",
+          "grad row k into row ids[k], for each k: rows[ids] += grad (a row looked up twice gets both)"}},
+        rows_hit,
+        true};
+    m["gather"] = {
+        {{"x", "grad[j] into the element index[j] picked along the dim, for each j (scatter-add)"}},
+        [](const Ctx& c, std::size_t, std::size_t k) { return gather_at(c, k); }};
+    m["embedding_bag"] = {
+        {{"weight", "rows[ids] += grad of their bag (times the entry's weight; / bag size for mean)"},
+         {"per_sample_weights", "grad of the bag · the row looked up"}},
+        nullptr};
+    m["embedding_dot"] = {{{"weight", "rows[ids[p, c]] += grad[p, c] · h[p]"},
+                           {"h", "h[p] += sum_c grad[p, c] · weight[ids[p, c]]"}},
                           nullptr};
     // ----- losses and normalisation
-    m["mse_loss"] = {{{"input", "2 · grad · (input - target) / n   (no / n for sum)"}, {"target", "-2 · grad · (input - target) / n"}},
+    m["mse_loss"] = {{{"input", "2 · grad · (input - target) / n   (no / n for sum)"},
+                      {"target", "-2 · grad · (input - target) / n"}},
                      mse_at};
     m["nll_loss"] = {{{"log_probs", "-grad / N at each row's target class, 0 elsewhere   (no / N for sum)"}},
                      [](const Ctx& c, std::size_t, std::size_t k) { return nll_at(c, k); }};
-    m["binary_cross_entropy"] = {{{"input", "grad · w · (x - t) / (x · (1 - x)) / n"}, {"target", "-grad · w · log(x / (1 - x)) / n"},
-                                  {"weight", "grad · the element's loss / n"}}, nullptr};
-    m["binary_cross_entropy_with_logits"] = {{{"input", "grad · w · (sigmoid(x) - t) / n   (pos_weight p: ((p t + 1 - t) sigmoid(x) - p t))"},
-                                              {"target", "-grad · w · x / n"}, {"weight", "grad · the element's loss / n"},
-                                              {"pos_weight", "-grad · w · t · log_sigmoid(x) / n"}}, nullptr};
-    m["layer_norm"] = {{{"x", "(w · grad - mean(w · grad) - x̂ · mean(w · grad · x̂)) / sigma   (x̂ = (x - mean) / sigma)"},
-                        {"weight", "sum over the rows of grad · x̂"}, {"bias", "sum over the rows of grad"}}, nullptr};
-    m["batch_norm"] = {{{"x", "(w · grad - mean(w · grad) - x̂ · mean(w · grad · x̂)) / sigma, over the batch (training)"},
-                        {"weight", "sum over the batch of grad · x̂"}, {"bias", "sum over the batch of grad"}}, nullptr};
+    m["binary_cross_entropy"] = {
+        {{"input", "grad · w · (x - t) / (x · (1 - x)) / n"},
+         {"target", "-grad · w · log(x / (1 - x)) / n"},
+         {"weight", "grad · the element's loss / n"}},
+        [](const Ctx& c, std::size_t i, std::size_t k) { return bce_at(c, i, k, false); }};
+    m["binary_cross_entropy_with_logits"] = {
+        {{"input", "grad · w · (sigmoid(x) - t) / n   (pos_weight p: ((p t + 1 - t) sigmoid(x) - p t))"},
+         {"target", "-grad · w · x / n"},
+         {"weight", "grad · the element's loss / n"},
+         {"pos_weight", "-grad · w · t · log_sigmoid(x) / n"}},
+        [](const Ctx& c, std::size_t i, std::size_t k) { return bce_at(c, i, k, true); }};
+    m["layer_norm"] = {
+        {{"x", "(w · grad - mean(w · grad) - x̂ · mean(w · grad · x̂)) / sigma   (x̂ = (x - mean) / sigma)"},
+         {"weight", "sum over the rows of grad · x̂"},
+         {"bias", "sum over the rows of grad"}},
+        nullptr};
+    m["batch_norm"] = {
+        {{"x", "(w · grad - mean(w · grad) - x̂ · mean(w · grad · x̂)) / sigma, over the batch (training)"},
+         {"weight", "sum over the batch of grad · x̂"},
+         {"bias", "sum over the batch of grad"}},
+        nullptr};
     for (const char* op : {"conv1d", "conv2d"})
       m[op] = {{{"x", "each window's elements += grad · weight (a transposed convolution)"},
-                {"weight", "sum over the windows of grad · the window of x"}, {"bias", "grad summed over batch and positions"}}, nullptr};
-    for (const char* op : {"max_pool1d", "max_pool2d"}) m[op] = {{{"x", "grad to the maximum of each window"}}, nullptr};
+                {"weight", "sum over the windows of grad · the window of x"},
+                {"bias", "grad summed over batch and positions"}},
+               nullptr};
+    for (const char* op : {"max_pool1d", "max_pool2d"})
+      m[op] = {{{"x", "grad to the maximum of each window"}}, nullptr};
     for (const char* op : {"avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d"})
       m[op] = {{{"x", "grad / window size to every element of its window"}}, nullptr};
     m["unfold"] = {{{"x", "each element += the grad of every patch that copied it"}}, nullptr};

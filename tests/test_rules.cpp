@@ -28,7 +28,8 @@ std::vector<std::pair<std::string, std::function<Tensor(tg::Generator&)>>> graph
   };
   auto weigh = [](const Tensor& y, tg::Generator& g) { return tg::sum(y * tg::randn(y.shape(), g)); };
   return {
-      {"elementwise", [=](tg::Generator& g) {
+      {"elementwise",
+       [=](tg::Generator& g) {
          Tensor a = leaf(g, {2, 3}), b = leaf(g, {3}), p = pos(g, {2, 3});
          Tensor y = (a + b) * (a - b) / (p + 1.0f) + (-a) * 2.0f + a / 4.0f;
          y = y + tg::pow(p, 3.0f) + tg::exp(a) + tg::log(p) + tg::tanh(a) + tg::sigmoid(b) + tg::relu(a) +
@@ -39,31 +40,38 @@ std::vector<std::pair<std::string, std::function<Tensor(tg::Generator&)>>> graph
          y = y + tg::dropout(a, 0.5f, true, drop);
          return weigh(y, g);
        }},
-      {"triangles", [=](tg::Generator& g) {
+      {"triangles",
+       [=](tg::Generator& g) {
          Tensor a = leaf(g, {3, 3});
          return weigh(tg::tril(a) + tg::triu(a, 1), g);
        }},
-      {"products", [=](tg::Generator& g) {
+      {"products",
+       [=](tg::Generator& g) {
          Tensor a = leaf(g, {2, 3}), b = leaf(g, {3, 4}), c = leaf(g, {2, 2, 3}), w = leaf(g, {4, 3}),
                 bias = leaf(g, {4});
          return weigh(tg::matmul(a, b), g) + weigh(tg::matmul(c, b), g) + weigh(tg::linear(c, w, bias), g);
        }},
-      {"reductions", [=](tg::Generator& g) {
+      {"reductions",
+       [=](tg::Generator& g) {
          Tensor a = leaf(g, {3, 4});
-         Tensor y = tg::sum(a) + tg::mean(a) + tg::max(a) + weigh(tg::sum(a, 1), g) + weigh(tg::mean(a, 0, true), g) +
-                    weigh(tg::max(a, 1).values, g) + weigh(tg::softmax(a, 1), g) + weigh(tg::log_softmax(a, 0), g) +
+         Tensor y = tg::sum(a) + tg::mean(a) + tg::max(a) + weigh(tg::sum(a, 1), g) +
+                    weigh(tg::mean(a, 0, true), g) + weigh(tg::max(a, 1).values, g) +
+                    weigh(tg::softmax(a, 1), g) + weigh(tg::log_softmax(a, 0), g) +
                     weigh(tg::logsumexp(a, 1), g);
          return y;
        }},
-      {"shapes", [=](tg::Generator& g) {
+      {"shapes",
+       [=](tg::Generator& g) {
          Tensor a = leaf(g, {2, 3, 2}), b = leaf(g, {2, 3, 2});
-         Tensor y = weigh(tg::reshape(a, {3, 4}), g) + weigh(tg::flatten(a), g) + weigh(tg::transpose(a, 0, 2), g) +
-                    weigh(tg::permute(a, {1, 0, 2}), g) + weigh(tg::narrow(a, 1, 1, 2), g) + weigh(tg::cat({a, b}, 1), g) +
+         Tensor y = weigh(tg::reshape(a, {3, 4}), g) + weigh(tg::flatten(a), g) +
+                    weigh(tg::transpose(a, 0, 2), g) + weigh(tg::permute(a, {1, 0, 2}), g) +
+                    weigh(tg::narrow(a, 1, 1, 2), g) + weigh(tg::cat({a, b}, 1), g) +
                     weigh(tg::stack({a, b}, 0), g) + weigh(tg::index_select(a, 0, tg::Indices{1, 0, 1}), g) +
                     weigh(tg::gather(a, 1, tg::Indices{{{0, 1}, {2, 2}}, {{1, 0}, {0, 2}}}), g);
          return y;
        }},
-      {"losses", [=](tg::Generator& g) {
+      {"losses",
+       [=](tg::Generator& g) {
          Tensor x = leaf(g, {4, 3}), t = leaf(g, {4, 3});
          tg::Indices labels{0, 2, 1, 2};
          Tensor probs = tg::sigmoid(leaf(g, {4, 3}));
@@ -74,21 +82,24 @@ std::vector<std::pair<std::string, std::function<Tensor(tg::Generator&)>>> graph
                 tg::binary_cross_entropy(probs, targets) + tg::binary_cross_entropy_with_logits(x, targets) +
                 weigh(tg::layer_norm(x, {3}, leaf(g, {3}), leaf(g, {3})), g);
        }},
-      {"lookups", [=](tg::Generator& g) {
+      {"lookups",
+       [=](tg::Generator& g) {
          tg::nn::Embedding emb(6, 3, {}, g);
          tg::nn::EmbeddingBag bag(6, 3, {}, g);
          Tensor h = leaf(g, {2, 3});
          return weigh(emb(tg::Indices{2, 3, 1, 3}), g) + weigh(bag(tg::Indices{{1, 2}, {2, 5}}), g) +
                 weigh(emb.dot(h, tg::Indices{{0, 1}, {1, 4}}), g);
        }},
-      {"convolutions", [=](tg::Generator& g) {
-         Tensor x1 = leaf(g, {1, 2, 6}), w1 = leaf(g, {3, 2, 3}), x2 = leaf(g, {1, 2, 5, 5}), w2 = leaf(g, {2, 2, 3, 3});
+      {"convolutions",
+       [=](tg::Generator& g) {
+         Tensor x1 = leaf(g, {1, 2, 6}), w1 = leaf(g, {3, 2, 3}), x2 = leaf(g, {1, 2, 5, 5}),
+                w2 = leaf(g, {2, 2, 3, 3});
          tg::nn::BatchNorm1d bn(2);
-         return weigh(tg::conv1d(x1, w1), g) + weigh(tg::conv2d(x2, w2), g) + weigh(tg::max_pool1d(x1, 2), g) +
-                weigh(tg::max_pool2d(x2, {2, 2}), g) + weigh(tg::avg_pool1d(x1, 2), g) +
-                weigh(tg::avg_pool2d(x2, {2, 2}), g) + weigh(tg::adaptive_avg_pool1d(x1, 2), g) +
-                weigh(tg::adaptive_avg_pool2d(x2, {2, 2}), g) + weigh(tg::unfold(x2, {2, 2}), g) +
-                weigh(bn(leaf(g, {6, 2})), g);
+         return weigh(tg::conv1d(x1, w1), g) + weigh(tg::conv2d(x2, w2), g) +
+                weigh(tg::max_pool1d(x1, 2), g) + weigh(tg::max_pool2d(x2, {2, 2}), g) +
+                weigh(tg::avg_pool1d(x1, 2), g) + weigh(tg::avg_pool2d(x2, {2, 2}), g) +
+                weigh(tg::adaptive_avg_pool1d(x1, 2), g) + weigh(tg::adaptive_avg_pool2d(x2, {2, 2}), g) +
+                weigh(tg::unfold(x2, {2, 2}), g) + weigh(bn(leaf(g, {6, 2})), g);
        }},
   };
 }
@@ -145,30 +156,31 @@ TEST_SUITE("rules") {
       CAPTURE(name);
       tg::Generator g(1);
       const Tensor loss = make(g);
-      tg::debug::StepObserverGuard observe([&](const tg::Node& n, const tg::Array& grad, const tg::Grads& grads) {
-        for (std::size_t i = 0; i < grads.size(); ++i) {
-          if (grads[i].empty()) continue;
-          const tg::Shape shape(n.input_shape(i).begin(), n.input_shape(i).end());
-          const tg::Array share = grads[i].to_dense(shape);
-          for (const tg::debug::Worked& w : tg::debug::worked(n, grad, grads, i, 1 << 20)) {
-            CAPTURE(n.op);
-            CAPTURE(w.at);
-            CAPTURE(w.text);
-            const std::size_t cols = w.value.size();
-            for (std::size_t c = 0; c < cols; ++c) {
-              const double want = share.data()[w.element * cols + c];  // a row's values, or one element
-              CHECK(w.value[c] == doctest::Approx(want).epsilon(1e-4).scale(1));
+      tg::debug::StepObserverGuard observe(
+          [&](const tg::Node& n, const tg::Array& grad, const tg::Grads& grads) {
+            for (std::size_t i = 0; i < grads.size(); ++i) {
+              if (grads[i].empty()) continue;
+              const tg::Shape shape(n.input_shape(i).begin(), n.input_shape(i).end());
+              const tg::Array share = grads[i].to_dense(shape);
+              for (const tg::debug::Worked& w : tg::debug::worked(n, grad, grads, i, 1 << 20)) {
+                CAPTURE(n.op);
+                CAPTURE(w.at);
+                CAPTURE(w.text);
+                const std::size_t cols = w.value.size();
+                for (std::size_t c = 0; c < cols; ++c) {
+                  const double want = share.data()[w.element * cols + c];  // a row's values, or one element
+                  CHECK(w.value[c] == doctest::Approx(want).epsilon(1e-4).scale(1));
+                }
+                // The text ends in the value it gives, as the page and the trace print it.
+                if (cols == 1) {
+                  const std::size_t eq = w.text.rfind("= ");
+                  const std::string tail = eq == std::string::npos ? w.text : w.text.substr(eq + 2);
+                  CHECK(std::stod(tail) == doctest::Approx(w.value[0]).epsilon(1e-5).scale(1e-6));
+                }
+                ++checked[n.op];
+              }
             }
-            // The text ends in the value it gives, as the page and the trace print it.
-            if (cols == 1) {
-              const std::size_t eq = w.text.rfind("= ");
-              const std::string tail = eq == std::string::npos ? w.text : w.text.substr(eq + 2);
-              CHECK(std::stod(tail) == doctest::Approx(w.value[0]).epsilon(1e-5).scale(1e-6));
-            }
-            ++checked[n.op];
-          }
-        }
-      });
+          });
       loss.backward();
     }
     // Every rule that writes out numbers was checked at least once.
@@ -204,16 +216,20 @@ TEST_SUITE("rules") {
     CHECK(tg::local_rule("tanh") == "x.grad += grad · (1 - y²)   (y = tanh(x))");
     CHECK(tg::local_rule("mul") == "a.grad += grad · b | b.grad += grad · a");
     CHECK(out.find("    rule: x.grad += grad · (1 - y²)   (y = tanh(x))\n") != std::string::npos);
-    CHECK(out.find("x[0, 0]: -2.30432 · (1 - (-0.197375)²) = -2.30432 · 0.961043 = -2.21455\n") != std::string::npos);
-    CHECK(out.find("x[0, 1]: 1.61303 · (1 - 0.935409²) = 1.61303 · 0.125010 = 0.201644\n") != std::string::npos);
+    CHECK(out.find("x[0, 0]: -2.30432 · (1 - (-0.197375)²) = -2.30432 · 0.961043 = -2.21455\n") !=
+          std::string::npos);
+    CHECK(out.find("x[0, 1]: 1.61303 · (1 - 0.935409²) = 1.61303 · 0.125010 = 0.201644\n") !=
+          std::string::npos);
     // The tape listing: each entry, then its rule.
     const Tensor again = tg::tanh(fc1(x));
     std::ostringstream listing;
     tg::print_tape(listing);
-    CHECK(listing.str().find("] tanh([1, 2]*) -> [1, 2]\n      backward: x.grad += grad · (1 - y²)   (y = tanh(x))\n") !=
+    CHECK(listing.str().find(
+              "] tanh([1, 2]*) -> [1, 2]\n      backward: x.grad += grad · (1 - y²)   (y = tanh(x))\n") !=
           std::string::npos);
-    CHECK(listing.str().find("      backward: x.grad += grad · weight | weight.grad += gradᵀ · x | bias.grad += grad summed "
-                             "over the rows\n") != std::string::npos);
+    CHECK(listing.str().find(
+              "      backward: x.grad += grad · weight | weight.grad += gradᵀ · x | bias.grad += grad summed "
+              "over the rows\n") != std::string::npos);
   }
 
   TEST_CASE("composite calls name their ops' group; a lookup keeps its ids") {

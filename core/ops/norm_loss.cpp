@@ -77,15 +77,15 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
     out = Array(r == Reduction::mean ? total / static_cast<float>(n) : total);
   }
   Tensor loss = record("nll_loss", std::move(out), {log_probs},
-                [target, r, n, c](const Array& g, const Node&, Grads& d) {
-                  Array gi = zeros_array("nll_loss", Shape{n, c});
-                  for (std::size_t i = 0; i < n; ++i) {
-                    float gi_val = r == Reduction::none ? g(i) : g();
-                    if (r == Reduction::mean) gi_val /= static_cast<float>(n);
-                    gi.data()[i * c + target(i)] = -gi_val;
-                  }
-                  d[0] = std::move(gi);
-                });
+                       [target, r, n, c](const Array& g, const Node&, Grads& d) {
+                         Array gi = zeros_array("nll_loss", Shape{n, c});
+                         for (std::size_t i = 0; i < n; ++i) {
+                           float gi_val = r == Reduction::none ? g(i) : g();
+                           if (r == Reduction::mean) gi_val /= static_cast<float>(n);
+                           gi.data()[i * c + target(i)] = -gi_val;
+                         }
+                         d[0] = std::move(gi);
+                       });
   if (loss.creator()) loss.creator()->ids = target;  // for the inspector: which class each row picks
   return loss;
 }
