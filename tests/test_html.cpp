@@ -465,7 +465,7 @@ TEST_SUITE("html") {
                                              {{"key", "End"}},
                                              {{"click", "#first"}}})}});
     load("end", {{"url", url("by_hand", last)}, {"screenshot", shot("by_hand", last)}});
-    // docs/step_through.png is this screenshot: the lesson's own page, mid-way.
+    // The lesson's own page, mid-way.
     load("lesson middle",
          {{"url", url("backprop_by_hand", middle)}, {"screenshot", shot("backprop_by_hand", middle)}});
     for (const std::string name : {"backprop_by_hand", "embedding_is_a_lookup", "sparse_rows",
@@ -473,7 +473,8 @@ TEST_SUITE("html") {
       load(name, {{"url", url(name, step_count[name])}});
     load("digits_mlp middle", {{"url", url("digits_mlp", step_count["digits_mlp"] / 2)}});
     load("big", {{"url", url("big", big_step)}});
-    // The lesson's tanh step and the embedding's step, as a learner sees them at 1400 x 900.
+    // The lesson's tanh step and the embedding's step, as a learner sees them at 1400 x 900
+    // (docs/step-through.png is the first screenshot).
     auto step_of = [&](const std::string& name, const std::string& op) {
       const json d = page_data(tg::test::read_file(dir + "/" + name + ".html"));
       for (std::size_t k = 0; k < d["steps"].size(); ++k)
