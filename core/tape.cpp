@@ -57,6 +57,15 @@ std::vector<std::shared_ptr<Node>> Tape::live_entries() {
   return out;
 }
 
+static thread_local const char* current_group = nullptr;
+
+OpGroup::OpGroup(const char* name) : previous_(current_group) {
+  if (!current_group) current_group = name;
+}
+OpGroup::~OpGroup() {
+  current_group = previous_;
+}
+
 Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardFn backward) {
   const bool recorded = is_grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
                                                          [](const Tensor& t) { return t.requires_grad(); });
@@ -66,6 +75,7 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardF
 
   auto node = std::make_shared<Node>();
   node->op = std::move(op);
+  if (current_group) node->group = current_group;
   node->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs)
     node->inputs.push_back({t, t.version(), t.value().shape(), t.requires_grad()});

@@ -87,6 +87,8 @@ struct Node {
   BackwardFn backward;
   std::atomic<bool> released = false;         // backward() ran and dropped inputs and closure
   std::atomic<const void*> walker = nullptr;  // the backward() call walking this node now
+  std::string group;  // the op the user called, when this one is part of it ("cross_entropy"; see OpGroup)
+  Indices ids;        // the ids a lookup read (embedding, index_select, gather, nll_loss), for the inspector
 
   // For closures: input i's values (or the output's) as the op saw them;
   // throws std::logic_error if an in-place write changed them since.
@@ -104,6 +106,20 @@ struct Node {
 // Records an op and returns its output tensor. The output requires grad (and
 // gets a Node) only when grad mode is on and some input requires grad.
 Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardFn backward);
+
+// While one lives (this thread), every recorded op is stamped with `name` as
+// its group (Node::group): cross_entropy names its log_softmax and nll_loss so,
+// flatten its reshape. An outer group wins over one inside it.
+class OpGroup {
+ public:
+  explicit OpGroup(const char* name);
+  ~OpGroup();
+  OpGroup(const OpGroup&) = delete;
+  OpGroup& operator=(const OpGroup&) = delete;
+
+ private:
+  const char* previous_;
+};
 
 // The index the next recorded op gets, on any thread.
 std::size_t next_node_index();

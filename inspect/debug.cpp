@@ -33,13 +33,18 @@ std::string describe(const Node& node) {
   s << '[' << node.index << "] " << node.op << '(';
   for (std::size_t i = 0; i < node.inputs.size(); ++i) s << (i ? ", " : "") << tensor_str(node.inputs[i].tensor);
   s << ") -> " << shape_str(node.output_shape);
+  if (!node.group.empty()) s << " (in " << node.group << ')';  // the call that recorded it: cross_entropy
   return s.str();
 }
 
 void print_tape(std::ostream& os) {
   auto entries = Tape::current().live_entries();
   os << "tape: " << entries.size() << " recorded entries (* = requires grad)\n";
-  for (const auto& n : entries) os << "  " << describe(*n) << '\n';
+  for (const auto& n : entries) {
+    os << "  " << describe(*n) << '\n';
+    const std::string rule = local_rule(n->op);
+    if (!rule.empty()) os << "      backward: " << rule << '\n';
+  }
 }
 void print_tape() {
   print_tape(std::cout);
@@ -154,6 +159,17 @@ void check_forward(const std::string& op, const Array& value, std::size_t index,
                      shape_str(value.shape()) + " " + values_str(value));
 }
 
+// Under an input's line in the trace: the op's rule for it, and up to two of
+// its elements worked out with this step's numbers.
+static void print_rule(std::ostream& os, const Node& node, const Array& grad_output, const Grads& grads,
+                       std::size_t i) {
+  const std::optional<RuleInput> rule = rule_input(node.op, i);
+  if (!rule || grads[i].empty()) return;
+  os << "    rule: " << rule->name << ".grad += " << rule->formula << '\n';
+  for (const Worked& w : worked(node, grad_output, grads, i, 2))
+    os << "    " << w.at << ": " << w.text << '\n';
+}
+
 void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
   if (anomaly)
     for (std::size_t i = 0; i < grads.size(); ++i)
@@ -176,6 +192,7 @@ void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
     while (!node.inputs[first].tensor.is_same(in)) ++first;
     if (first < i) {
       os << ": same tensor as input " << first << ", its share is counted there\n";
+      print_rule(os, node, grad_output, grads, i);
       continue;
     }
     Array added = xt::zeros<float>(in.shape());
@@ -183,6 +200,7 @@ void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
       if (node.inputs[k].tensor.is_same(in) && !grads[k].empty()) added += grads[k].to_dense(in.shape());
     os << (in.is_leaf() ? " (leaf)" : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
        << " += " << values_str(added) << '\n';
+    print_rule(os, node, grad_output, grads, i);
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +32,13 @@ namespace tg {
 void print_tape(std::ostream& os);
 void print_tape();                       // to std::cout
 std::string describe(const Node& node);  // the line print_tape() prints for one entry
+
+// The local rule of an op's backward, what it adds to each input's gradient
+// given `grad`, the gradient that reached its output y, one input after another:
+//   local_rule("tanh") == "x.grad += grad · (1 - y²)   (y = tanh(x))"
+//   local_rule("mul")  == "a.grad += grad · b | b.grad += grad · a"
+// Empty for an op it does not know. The rules are one table, inspect/rules.cpp.
+std::string local_rule(const std::string& op);
 
 // Prints each step of backward() while it lives: the entry, the gradient that
 // arrived at its output, and what it passed to each input (values shown for
@@ -119,6 +127,31 @@ void check_forward(const std::string& op, const Array& value, std::size_t index,
 // After each backward step: checks its gradients in anomaly mode, passes it
 // to the step observer if one is set, and traces it.
 void on_step(const Node& node, const Array& grad_output, const Grads& grads);
+
+// The rule table (inspect/rules.cpp), for the trace, the tape listing and the page.
+struct RuleInput {
+  std::string name;     // what the rule calls the input: "x", "weight"
+  std::string formula;  // what it adds to its gradient: "grad · (1 - y²)"
+};
+std::optional<RuleInput> rule_input(const std::string& op, std::size_t input);
+std::vector<std::string> ops_with_rules();
+bool rule_has_numbers(const std::string& op);  // whether worked() can write it out with numbers
+
+// One element of an input's share at a backward step, worked out from the
+// rule with the step's numbers: at "x[0, 1]", text "1.61303 · (1 - 0.935409²)
+// = 1.61303 · 0.125010 = 0.201644", value {0.201644}. A lookup's (embedding,
+// index_select) is a whole row: at "weight row 3", value the row.
+struct Worked {
+  std::size_t input = 0, element = 0;  // element: flat index, or the row
+  std::string at, text;
+  std::vector<double> value;
+};
+// Input `input`'s elements at this step (node, the gradient at its output, the
+// shares its closure gave): every element of an input of at most max_elements,
+// else the one with the largest share (a lookup: the first rows it hit). Empty
+// where the rule is in words only, or the input takes no share.
+std::vector<Worked> worked(const Node& node, const Array& grad_output, const Grads& grads, std::size_t input,
+                           std::size_t max_elements = 4);
 
 // `s` as the inside of a double-quoted Graphviz string: " and \ escaped, a
 // newline as \n (a line break in a label). For to_dot and write_html.

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,8 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -206,6 +209,16 @@ struct Recorder {
       }
       inputs.push_back(std::move(input));
     }
+    // The op's local rule for each input, worked out with this step's numbers.
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const std::optional<debug::RuleInput> rule = debug::rule_input(n.op, i);
+      if (!rule || grads[i].empty()) continue;
+      inputs[i]["rule"] = rule->name + ".grad += " + rule->formula;
+      json lines = json::array();
+      for (const debug::Worked& w : debug::worked(n, grad_output, grads, i))
+        lines.push_back(w.at + ": " + w.text);
+      inputs[i]["worked"] = std::move(lines);
+    }
     const TensorImpl* out = n.output.lock().get();
     json step = {{"t", graph.id(out)}, {"inputs", std::move(inputs)}};
     json arriving = array_json(grad_output);
@@ -230,6 +243,40 @@ struct SetAside {
 };
 
 // -------------------------------------------------------------------- layout
+
+// The ops of one call that recorded several (cross_entropy: log_softmax and
+// nll_loss; Node::group) as a Graphviz cluster around their boxes, labelled
+// with the call: ops of one group that feed each other are one cluster.
+std::string clusters(const Graph& g) {
+  std::vector<std::size_t> root(g.tensors.size());
+  std::iota(root.begin(), root.end(), 0);
+  auto find = [&](std::size_t k) {
+    while (root[k] != k) k = root[k] = root[root[k]];
+    return k;
+  };
+  auto group = [&](std::size_t k) {
+    return g.tensors[k].creator() ? g.tensors[k].creator()->group : std::string();
+  };
+  for (std::size_t k = 0; k < g.tensors.size(); ++k) {
+    if (group(k).empty()) continue;
+    for (const Node::Input& in : g.tensors[k].creator()->inputs) {
+      const std::size_t i = g.id(in.tensor.impl().get());
+      if (group(i) == group(k)) root[find(i)] = find(k);
+    }
+  }
+  std::map<std::size_t, std::vector<std::size_t>> members;
+  for (std::size_t k = 0; k < g.tensors.size(); ++k)
+    if (!group(k).empty()) members[find(k)].push_back(k);
+  std::ostringstream out;
+  for (const auto& [r, ks] : members) {
+    out << "  subgraph cluster_" << r << " {\n    label=\"" << debug::dot_escape(group(r))
+        << "\"; style=\"rounded,dashed\"; color=\"#7b1fa2\"; fontcolor=\"#7b1fa2\"; "
+           "fontname=\"monospace\";\n";
+    for (std::size_t k : ks) out << "    \"t" << k << "\";\n";
+    out << "  }\n";
+  }
+  return out.str();
+}
 
 // The graph as Graphviz text. Box tK is tensor K (the op that made it, or a
 // leaf) and edge eK_I its input I; the page finds them by these ids. A leaf
@@ -268,6 +315,10 @@ std::string graph_dot(const Graph& g, const json& seed, const json& steps) {
     std::string label = title(t) + "\n";
     if (t.creator() && !t.name().empty()) label += t.name() + " ";
     label += shape_str(t.shape()) + "\nvalue " + short_str(t.value().data(), t.value().size());
+    if (t.creator() && t.creator()->ids.dimension() > 0) {  // a lookup's ids
+      std::vector<float> ids(t.creator()->ids.begin(), t.creator()->ids.end());
+      label += "\nids " + short_str(ids.data(), ids.size());
+    }
     if (t.requires_grad()) label += "\ngrad " + grad_text[k];
     const char* style = t.creator()         ? "style=\"rounded,filled\", fillcolor=\"#ffffff\""  // an op
                         : t.requires_grad() ? "style=filled, fillcolor=\"#dde8ff\""   // a parameter
@@ -280,7 +331,7 @@ std::string graph_dot(const Graph& g, const json& seed, const json& steps) {
           << "\", " << style << "];\n";
     }
   }
-  out << edges.str() << "}\n";
+  out << clusters(g) << edges.str() << "}\n";
   return out.str();
 }
 
@@ -421,6 +472,20 @@ void write_html(const Tensor& loss, const std::string& path) {
     if (n) {
       j["op"] = n->op;
       j["index"] = n->index;
+      if (!n->group.empty()) j["group"] = n->group;
+      const std::string rule = local_rule(n->op);
+      if (!rule.empty()) j["rule"] = rule;
+      if (n->ids.dimension() > 0) {  // a lookup: the ids it read, and the rows (or classes) they name
+        const std::vector<int64_t> ids(n->ids.begin(), n->ids.end());
+        std::vector<int64_t> rows = ids;
+        std::sort(rows.begin(), rows.end());
+        rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+        j["ids"] = std::vector<int64_t>(ids.begin(), ids.begin() + std::min(ids.size(), shown_values));
+        j["nids"] = ids.size();
+        j["rows_hit"] =
+            std::vector<int64_t>(rows.begin(), rows.begin() + std::min(rows.size(), shown_values));
+        j["nrows_hit"] = rows.size();
+      }
       std::vector<std::size_t> inputs;
       for (const Node::Input& in : n->inputs) inputs.push_back(graph.id(in.tensor.impl().get()));
       j["inputs"] = inputs;

@@ -3,10 +3,13 @@
 // HTML, CSS and a short script, nothing fetched: it opens from disk.
 //
 // The data: tensors[K] is box tK of the graph (label, shape, value,
-// requires_grad, and for an op's output: op, index, inputs). steps[S - 1] is
+// requires_grad, and for an op's output: op, index, inputs, its local `rule`,
+// its `group` when a call recorded it with others, and for a lookup the `ids`
+// it read and the `rows_hit`). steps[S - 1] is
 // step S: the op's output tensor t, and per input slot its `share` (null:
-// needs no gradient) and the input's running `total` after the step (left out
-// when it is the share). The gradient arriving at the output is the total
+// needs no gradient), the input's running `total` after the step (left out
+// when it is the share), the input's `rule` and the rule `worked` out with the
+// step's numbers (lines of text, computed by inspect/rules.cpp). The gradient arriving at the output is the total
 // sent to it so far (or `arriving`, where the engine's differs). `seed` is
 // what backward() starts the loss with, `final` what it gave each leaf. A
 // value is {shape, n, short, v: [every value as text]} or, for more than 64
@@ -44,9 +47,19 @@ nav input { width: 180px; vertical-align: middle; }
 main { display: grid; grid-template-columns: minmax(0, 1fr) minmax(360px, 36%); gap: 12px;
        padding: 12px 16px; }
 #graph-box, #step, #tensors { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 10px; }
-#graph { overflow: auto; max-height: calc(100vh - 150px); }
-#graph svg { display: block; margin: 0 auto; }
-#zoom { float: right; font-size: 12px; }
+#graph { overflow: auto; max-height: calc(100vh - 150px); cursor: grab; }
+/* dot measures text with its own font metrics: a line a little wider in the
+   browser's monospace font must not be cut off at the picture's edge */
+#graph svg { display: block; margin: 0 auto; overflow: visible; padding: 0 12px; }
+#zoom-bar { float: right; font-size: 12px; display: flex; gap: 4px; align-items: center; }
+#zoom-bar button { font-size: 12px; min-width: 28px; }
+#graph.dragging { cursor: grabbing; }
+.rule { font-family: ui-monospace, monospace; background: #f3e5f5; border-left: 3px solid #7b1fa2;
+        padding: 3px 6px; margin: 4px 0; white-space: pre-wrap; }
+.worked { margin: 2px 0 4px; padding-left: 18px; font-family: ui-monospace, monospace; font-size: 13px; }
+.worked li { white-space: pre-wrap; }
+#ids { font-family: ui-monospace, monospace; background: #e8f5e9; padding: 3px 6px; }
+.group-note { color: #7b1fa2; font-size: 12px; }
 #graph .node { cursor: pointer; }
 #graph .node.done > :is(polygon, path, ellipse) { fill: #eeeeee; }
 #graph .node.done text { fill: #777; }
@@ -94,14 +107,17 @@ tr.picked { background: #e3f2fd; }
 </header>
 <main>
   <section id="graph-box">
-    <button id="zoom" title="fit the graph to the box, or show it at full size">full size</button>
+    <span id="zoom-bar"><button id="zoom-out" title="smaller (or ctrl + wheel)">&minus;</button>
+      <span id="zoom-level"></span><button id="zoom-in" title="larger (or ctrl + wheel)">+</button>
+      <button id="zoom-fit" title="fit the graph to the box">fit</button></span>
     <div id="graph" class="fit">@SVG@</div>
     <p class="legend">Leaves at the bottom, the loss at the top; backward walks down.
       <b style="background:#fff176">yellow</b> the op running at this step,
       <b style="background:#ffe0b2">orange</b> the tensors it adds to,
       <b style="background:#dde8ff">blue</b> leaves that take a gradient,
       <b style="background:#eee">grey</b> ops already run. Each box's last line is the gradient it has
-      received so far. Click a box for its row below.</p>
+      received so far. A dashed frame holds the ops of one call that recorded several (cross_entropy:
+      log_softmax and nll_loss). Drag to move the graph. Click a box for its row below.</p>
   </section>
   <section id="step"></section>
 </main>
@@ -269,7 +285,19 @@ function drawStep(k, state) {
     const st = steps[k - 1], op = tensors[st.t];
     box.append(el('h2', {id: 'step-title'}, 'Step ' + k + ' of ' + last + ': ',
                   el('code', {id: 'step-op'}, op.label)),
-               el('p', {}, 'runs the backward of ', el('code', {}, opCall(st.t))),
+               el('p', {}, 'runs the backward of ', el('code', {}, opCall(st.t))));
+    if (op.group)
+      box.append(el('p', {class: 'group-note', id: 'group'}, 'part of ', el('code', {}, op.group),
+                    ', the call that was written; it recorded this op and the others in its dashed frame'));
+    if (op.rule)
+      box.append(el('h3', {}, 'The local rule (chain rule: what this op passes on, given the gradient at its output)'),
+                 el('div', {class: 'rule', id: 'rule'}, op.rule));
+    if (op.ids)
+      box.append(el('p', {id: 'ids'}, (op.op === 'nll_loss' ? 'target classes: ' : 'ids looked up: ') +
+                    '[' + op.ids.join(', ') + (op.nids > op.ids.length ? ', ...' : '') + '] \u2192 ' +
+                    (op.op === 'nll_loss' ? 'classes' : 'rows') + ' hit {' + op.rows_hit.join(', ') +
+                    (op.nrows_hit > op.rows_hit.length ? ', ...' : '') + '}'));
+    box.append(
                el('h3', {}, 'Gradient arriving at its output (d loss / d output)'),
                el('div', {id: 'arriving'}, vals(st.arriving || state.total[st.t], op.label)),
                el('h3', {}, 'What it adds to each input (+=), and the input\'s total after this step'));
@@ -287,6 +315,11 @@ function drawStep(k, state) {
         if (first !== slot)
           block.append(el('div', {class: 'note'}, 'the same tensor as input ' + first +
                           ': both shares add up in its total'));
+        if (input.rule) {
+          block.append(el('div', {class: 'rule input-rule'}, input.rule));
+          if (input.worked && input.worked.length)
+            block.append(el('ul', {class: 'worked'}, ...input.worked.map(w => el('li', {}, w))));
+        }
         block.append(el('table', {}, el('tbody', {},
             el('tr', {}, el('th', {}, '+='), el('td', {class: 'share-value'}, vals(input.share, name))),
             el('tr', {}, el('th', {}, 'total'),
@@ -360,6 +393,7 @@ function show(k) {
   $('first').disabled = $('prev').disabled = k === 0;
   $('last').disabled = $('next').disabled = k === last;
   if (location.hash !== '#step=' + k) history.replaceState(null, '', '#step=' + k);
+  if (svg && scale === null) drawScale();  // the step panel's text may have changed the graph's room
 }
 
 function stepFromHash() {
@@ -381,26 +415,57 @@ document.addEventListener('keydown', e => {
   show(to);
 });
 window.addEventListener('hashchange', () => show(stepFromHash()));
-// The graph at a scale that fits the box (down to half size; beyond that it
-// scrolls), or at full size.
+// The graph's scale: "fit" makes it fit the box, but never below 0.75 (text
+// under about 10 px); beyond that the box scrolls, and dragging moves it.
+// The buttons and ctrl + wheel zoom.
 const svg = document.querySelector('#graph svg');
 const natural = svg && {width: svg.width.baseVal.value, height: svg.height.baseVal.value};
-function fitGraph() {
-  if (!svg) return;
-  const room = {width: $('graph').clientWidth - 8, height: window.innerHeight - 160};
-  const fit = Math.min(1, room.width / natural.width, room.height / natural.height);
-  const scale = $('graph').classList.contains('fit') ? Math.max(0.5, fit) : 1;
-  svg.style.width = natural.width * scale + 'px';
-  svg.style.height = natural.height * scale + 'px';
-  $('zoom').hidden = fit === 1;
+let scale = null;  // null: fit
+function fitScale() {
+  const room = {width: $('graph').clientWidth - 32, height: window.innerHeight - 170};  // 24 px of padding
+  return Math.max(0.75, Math.min(1.25, room.width / natural.width, room.height / natural.height));
 }
-$('zoom').addEventListener('click', () => {
-  $('zoom').textContent = $('graph').classList.toggle('fit') ? 'full size' : 'fit';
-  fitGraph();
+function drawScale() {
+  if (!svg) return;
+  const s = scale === null ? fitScale() : scale;
+  svg.style.width = natural.width * s + 'px';
+  svg.style.height = natural.height * s + 'px';
+  $('zoom-level').textContent = Math.round(s * 100) + '%';
+}
+function zoom(factor) {
+  scale = Math.max(0.25, Math.min(3, (scale === null ? fitScale() : scale) * factor));
+  drawScale();
+}
+$('zoom-in').addEventListener('click', () => zoom(1.25));
+$('zoom-out').addEventListener('click', () => zoom(0.8));
+$('zoom-fit').addEventListener('click', () => { scale = null; drawScale(); });
+$('graph').addEventListener('wheel', e => {
+  if (!e.ctrlKey) return;
+  e.preventDefault();
+  zoom(e.deltaY < 0 ? 1.1 : 0.9);
+}, {passive: false});
+let drag = null;
+$('graph').addEventListener('mousedown', e => {
+  if (e.button !== 0) return;
+  drag = {x: e.clientX, y: e.clientY, left: $('graph').scrollLeft, top: $('graph').scrollTop, moved: false};
 });
-window.addEventListener('resize', fitGraph);
-fitGraph();
+window.addEventListener('mousemove', e => {
+  if (!drag) return;
+  const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+  if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+  if (!drag.moved) return;
+  $('graph').classList.add('dragging');
+  $('graph').scrollLeft = drag.left - dx;
+  $('graph').scrollTop = drag.top - dy;
+});
+window.addEventListener('mouseup', () => {
+  $('graph').classList.remove('dragging');
+  setTimeout(() => { drag = null; }, 0);  // a drag's release is not a click on a box
+});
+window.addEventListener('resize', drawScale);
+drawScale();
 boxes.forEach((all, t) => all.forEach(g => g.addEventListener('click', () => {
+  if (drag && drag.moved) return;
   picked = t;
   show(current);
   $('row-' + t).scrollIntoView({block: 'center'});

@@ -268,10 +268,12 @@ Tensor Embedding::forward(const Indices& input) {
   Plan p{std::move(ids), {}, std::vector<float>(input.size(), 1.0f), num, dim};
   for (std::size_t k = 0; k < p.index.size(); ++k)
     p.bag_of.push_back(is_padding(p.index[k], options_.padding_idx) ? skip : k);
-  return record("embedding", std::move(out), {weight},
-                [p = std::move(p), sparse = options_.sparse](const Array& g, const Node&, Grads& d) {
-                  d[0] = weight_grad(p, g, nullptr, sparse);
-                });
+  Tensor t = record("embedding", std::move(out), {weight},
+                    [p = std::move(p), sparse = options_.sparse](const Array& g, const Node&, Grads& d) {
+                      d[0] = weight_grad(p, g, nullptr, sparse);
+                    });
+  if (t.creator()) t.creator()->ids = input;  // for the inspector: the ids looked up
+  return t;
 }
 
 namespace {

@@ -6,7 +6,8 @@
 loads.json is a list of loads; each opens a fresh tab at `url`, waits for the
 load event, reports the value of `expr` (a JavaScript expression), saves a PNG
 of the viewport (of the whole page with "full_page": true) to `screenshot`,
-so the picture is of the page as loaded, then for each of `actions` presses a
+so the picture is of the page as loaded (in a viewport of "width" x "height",
+1280 x 800 unless given), then for each of `actions` presses a
 key or clicks the middle of an element (a CSS selector) with the mouse and
 reports `expr` again:
 
@@ -138,7 +139,8 @@ class Browser:
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(domain + ".enable", {}, session)
         self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False}, session)
+                  {"width": spec.get("width", 1280), "height": spec.get("height", 800), "deviceScaleFactor": 1,
+                   "mobile": False}, session)
         self.events.clear()
         nav = self.send("Page.navigate", {"url": spec["url"]}, session)
         if "errorText" in nav:

@@ -422,6 +422,14 @@ TEST_SUITE("html") {
           r => [r.dataset.name, {text: r.textContent, cells: cells(r)}])),
         grad_lines,
         page_errors: document.querySelectorAll('.page-error').length,
+        step_text: text(document.getElementById('step')),
+        rule: text(document.getElementById('rule')),
+        worked: [...document.querySelectorAll('#step .worked li')].map(li => li.textContent),
+        ids: text(document.getElementById('ids')),
+        font_px: Math.min(...[...document.querySelectorAll('#graph svg text')].map(
+          t => t.getBoundingClientRect().height)),
+        graph_fits: (() => { const g = document.getElementById('graph');
+                             return g.scrollWidth <= g.clientWidth + 1; })(),
       };
     })())js";
 
@@ -457,7 +465,7 @@ TEST_SUITE("html") {
                                              {{"key", "End"}},
                                              {{"click", "#first"}}})}});
     load("end", {{"url", url("by_hand", last)}, {"screenshot", shot("by_hand", last)}});
-    // docs/step_through.png is this screenshot: the lesson's own page, mid-way.
+    // The lesson's own page, mid-way.
     load("lesson middle",
          {{"url", url("backprop_by_hand", middle)}, {"screenshot", shot("backprop_by_hand", middle)}});
     for (const std::string name : {"backprop_by_hand", "embedding_is_a_lookup", "sparse_rows",
@@ -465,6 +473,24 @@ TEST_SUITE("html") {
       load(name, {{"url", url(name, step_count[name])}});
     load("digits_mlp middle", {{"url", url("digits_mlp", step_count["digits_mlp"] / 2)}});
     load("big", {{"url", url("big", big_step)}});
+    // The lesson's tanh step and the embedding's step, as a learner sees them at 1400 x 900
+    // (docs/step-through.png is the first screenshot).
+    auto step_of = [&](const std::string& name, const std::string& op) {
+      const json d = page_data(tg::test::read_file(dir + "/" + name + ".html"));
+      for (std::size_t k = 0; k < d["steps"].size(); ++k)
+        if (d["tensors"][d["steps"][k]["t"].get<std::size_t>()]["op"] == op) return k + 1;
+      return std::size_t(0);
+    };
+    const std::size_t tanh_step = step_of("backprop_by_hand", "tanh"),
+                      lookup_step = step_of("embedding_is_a_lookup", "embedding");
+    REQUIRE(tanh_step > 0);
+    REQUIRE(lookup_step > 0);
+    load("tanh", {{"url", url("backprop_by_hand", tanh_step)}, {"width", 1400}, {"height", 900},
+                  {"screenshot", dir + "/backprop_by_hand-tanh-1400x900.png"}});
+    load("lookup", {{"url", url("embedding_is_a_lookup", lookup_step)}, {"width", 1400}, {"height", 900},
+                    {"screenshot", dir + "/embedding_is_a_lookup-1400x900.png"}});
+    load("digits 1400", {{"url", url("digits_mlp", 1)}, {"width", 1400}, {"height", 900},
+                         {"screenshot", dir + "/digits_mlp-1400x900.png"}});
 
     tg::test::write_file(dir + "/loads.json", loads.dump());
     const auto r =
@@ -624,6 +650,37 @@ TEST_SUITE("html") {
                         fmt(sum / static_cast<double>(g.size()))) != std::string::npos);
       }
       CHECK(page["digits_mlp middle"]["value"]["op"].is_string());
+    }
+    {
+      INFO("the tanh step at 1400 x 900: the rule, with 1 - y² worked out for both elements");
+      const json& v = page["tanh"]["value"];
+      CHECK(v["rule"] == "x.grad += grad · (1 - y²)   (y = tanh(x))");
+      const std::string text = v["step_text"];
+      CHECK(text.find("0.961043") != std::string::npos);
+      CHECK(text.find("0.125010") != std::string::npos);
+      REQUIRE(v["worked"].size() == 2);
+      CHECK(v["worked"][0] == "x[0, 0]: -2.30432 · (1 - (-0.197375)²) = -2.30432 · 0.961043 = -2.21455");
+      CHECK(v["worked"][1] == "x[0, 1]: 1.61303 · (1 - 0.935409²) = 1.61303 · 0.125010 = 0.201644");
+      CHECK(v["font_px"].get<double>() >= 9.0);  // the graph's text, as drawn
+      CHECK(v["graph_fits"] == true);
+    }
+    {
+      INFO("the embedding's step: the ids looked up and the rows they hit, each row worked out");
+      const json& v = page["lookup"]["value"];
+      CHECK(v["ids"] == "ids looked up: [2, 3, 1, 3] \u2192 rows hit {1, 2, 3}");
+      REQUIRE(v["worked"].size() == 3);
+      CHECK(v["worked"][2].get<std::string>().rfind("weight row 3: grad row 1 + grad row 3 = ", 0) == 0);
+      CHECK(v["worked"][2].get<std::string>().find("= [3, -0.5, -1]") != std::string::npos);
+    }
+    {
+      INFO("digits_mlp's first step at 1400 x 900: text readable; cross_entropy's two ops in one frame");
+      const json& v = page["digits 1400"]["value"];
+      CHECK(v["font_px"].get<double>() >= 9.0);
+      CHECK(v["step_text"].get<std::string>().find("part of cross_entropy") != std::string::npos);
+      const json d = page_data(tg::test::read_file(dir + "/digits_mlp.html"));
+      std::size_t grouped = 0;
+      for (const json& t : d["tensors"]) grouped += t.value("group", "") == "cross_entropy";
+      CHECK(grouped == 2);
     }
     {
       INFO("the largest graph: a step that adds to w lights all 67 of w's boxes");

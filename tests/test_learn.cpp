@@ -586,7 +586,8 @@ TEST_SUITE("learn") {
       INFO(step.output);
       REQUIRE(step.status == 0);
     }
-    REQUIRE(gdb_line.rfind("gdb --args ", 0) == 0);
+    REQUIRE(gdb_line.rfind("gdb ", 0) == 0);
+    REQUIRE(gdb_line.find(" --args ") != std::string::npos);
     const fs::path script = temp_file("recipe.gdb");
     std::ofstream(script) << commands;
     // -batch: run the commands, then quit. stdbuf: the program's own prints are
@@ -595,7 +596,7 @@ TEST_SUITE("learn") {
     // win over the debug program's own (no debug information, no tape.cpp):
     // a learner's shell has no such setting.
     const Result r = run(source + "env -u LD_LIBRARY_PATH stdbuf -oL gdb -batch -nx -x '" + script.string() +
-                         "' --args" + gdb_line.substr(std::string("gdb --args").size()));
+                         "' " + gdb_line.substr(std::string("gdb ").size()));
     fs::remove(script);
     INFO(r.output);
     CHECK(r.status == 0);
@@ -628,5 +629,91 @@ TEST_SUITE("learn") {
     CHECK(called_from_walk);
     CHECK(r.output.find("$1 = \"" + op + "\"") != std::string::npos);
     CHECK(r.output.find("$2 = " + std::to_string(last_index) + "\n") != std::string::npos);
+    // The pretty-printers, loaded from next to the library: the entry as the
+    // listing prints it, and the seed that reached the loss.
+    CHECK(r.output.find("$3 = Node " + last.substr(0, last.find(" -> "))) != std::string::npos);
+    CHECK(r.output.find("$4 = Array [] = 1\n") != std::string::npos);
+    // The page's printed stops name lines of core/tape.cpp: gdb stops at the same ones today.
+    const std::string printed = fenced_block(page.substr(page.find("What gdb prints")), "```text\n");
+    std::size_t lines_named = 0;
+    for (std::size_t at = 0; (at = printed.find("core/tape.cpp:", at)) != std::string::npos; ++lines_named) {
+      at += std::string("core/tape.cpp:").size();
+      const std::string where = "core/tape.cpp:" + printed.substr(at, printed.find_first_not_of("0123456789", at) - at);
+      CAPTURE(where);
+      CHECK(r.output.find(where) != std::string::npos);
+    }
+    CHECK(lines_named == 4);
+  }
+
+  TEST_CASE("docs/learn.md's own-program gdb recipe: compiled against the debug library, the printers show values") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    MESSAGE("sanitizer build: the recipe is checked by the plain suite");
+    return;
+#endif
+    if (run("command -v gdb").status != 0 || run("command -v g++").status != 0) {
+      MESSAGE("gdb or g++ is not installed: not checking the own-program recipe of docs/learn.md");
+      return;
+    }
+    const std::string page = tg::test::read_file(tg::test::source_path("docs/learn.md"));
+    const std::size_t marker = page.find("<!-- gdb-own-program -->");
+    REQUIRE(marker != std::string::npos);
+    const std::string own = page.substr(marker);
+    const std::string program = fenced_block(own, "```cpp\n");
+    const std::string build = fenced_block(own, "```sh\nninja -C build-debug libtapegrad.so");
+    const std::string commands = fenced_block(own, "```gdb\n");
+    REQUIRE(!program.empty());
+    REQUIRE(!build.empty());
+    REQUIRE(!commands.empty());
+
+    // The debug library of the recipe above (the same directory), the program
+    // in a directory of its own, each command as written with build-debug
+    // pointing there.
+    const std::string lib = std::string(TAPEGRAD_BUILD_DIR) + "/gdb-recipe";
+    const fs::path dir = temp_file("own-program");
+    fs::create_directories(dir);
+    std::ofstream(dir / "my_net.cpp") << program;
+    if (!fs::exists(lib + "/build.ninja")) {
+      const Result setup = run("cd '" + tg::test::source_path("") + "' && meson setup '" + lib + "' --buildtype=debug");
+      INFO(setup.output);
+      REQUIRE(setup.status == 0);
+    }
+    std::string gdb_line;
+    for (const std::string& line : lines_of(build)) {
+      std::string command = line;
+      for (std::size_t at; (at = command.find("build-debug")) != std::string::npos;)
+        command.replace(at, std::string("build-debug").size(), "'" + lib + "'");
+      if (line.rfind("gdb ", 0) == 0) {
+        gdb_line = command;
+        continue;
+      }
+      // ninja runs in the repository (its -C is absolute now), g++ where my_net.cpp is
+      const bool compile = line.rfind("g++ ", 0) == 0;
+      const Result step = run("cd '" + (compile ? dir.string() : tg::test::source_path("")) + "' && " + command);
+      INFO(command);
+      INFO(step.output);
+      REQUIRE(step.status == 0);
+    }
+    REQUIRE(!gdb_line.empty());
+    const Result plain = run("cd '" + dir.string() + "' && env -u LD_LIBRARY_PATH ./my_net");
+    INFO(plain.output);
+    REQUIRE(plain.status == 0);
+    std::ofstream(dir / "commands.gdb") << commands;
+    const Result r = run("cd '" + dir.string() + "' && env -u LD_LIBRARY_PATH gdb -batch -nx -x commands.gdb " +
+                         gdb_line.substr(std::string("gdb ").size()));
+    fs::remove_all(dir);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    // The first step is h * h's, with the seed; the second tanh's, with 2 h.
+    const double h = std::tanh(0.5 * 1.0 - 1.0 * 2.0);
+    char value[128];
+    CHECK(r.output.find("$1 = Node [3] mul([]*, []*) -> []\n") != std::string::npos);
+    CHECK(r.output.find("$2 = Array [] = 1\n") != std::string::npos);
+    CHECK(r.output.find("$3 = Node [2] tanh([]*) -> []\n") != std::string::npos);
+    std::snprintf(value, sizeof value, "$4 = Array [] = %g\n", 2 * h);
+    CHECK(r.output.find(value) != std::string::npos);
+    // main's tensors: w's name, shape and values; h made by tanh, with its value.
+    CHECK(r.output.find("$5 = Tensor \"w\" [1, 2] requires_grad = [[0.5, -1]], grad None") != std::string::npos);
+    std::snprintf(value, sizeof value, "$6 = Tensor [] requires_grad = %g, grad_fn=<tanh>, grad None\n", h);
+    CHECK(r.output.find(value) != std::string::npos);
   }
 }

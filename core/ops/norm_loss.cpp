@@ -76,20 +76,23 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
     const float total = static_cast<float>(kernels::sum(picked.data(), n));
     out = Array(r == Reduction::mean ? total / static_cast<float>(n) : total);
   }
-  return record("nll_loss", std::move(out), {log_probs},
-                [target, r, n, c](const Array& g, const Node&, Grads& d) {
-                  Array gi = zeros_array("nll_loss", Shape{n, c});
-                  for (std::size_t i = 0; i < n; ++i) {
-                    float gi_val = r == Reduction::none ? g(i) : g();
-                    if (r == Reduction::mean) gi_val /= static_cast<float>(n);
-                    gi.data()[i * c + target(i)] = -gi_val;
-                  }
-                  d[0] = std::move(gi);
-                });
+  Tensor loss = record("nll_loss", std::move(out), {log_probs},
+                       [target, r, n, c](const Array& g, const Node&, Grads& d) {
+                         Array gi = zeros_array("nll_loss", Shape{n, c});
+                         for (std::size_t i = 0; i < n; ++i) {
+                           float gi_val = r == Reduction::none ? g(i) : g();
+                           if (r == Reduction::mean) gi_val /= static_cast<float>(n);
+                           gi.data()[i * c + target(i)] = -gi_val;
+                         }
+                         d[0] = std::move(gi);
+                       });
+  if (loss.creator()) loss.creator()->ids = target;  // for the inspector: which class each row picks
+  return loss;
 }
 
 Tensor cross_entropy(const Tensor& logits, const Indices& target, Reduction r) {
   check_class_targets("cross_entropy", logits.shape(), target);
+  OpGroup group("cross_entropy");  // the two ops it records show up as one call, the one written
   return nll_loss(log_softmax(logits, 1), target, r);
 }
 

@@ -95,6 +95,7 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
+  OpGroup group("flatten");  // its reshape shows up as the flatten that was written
   if (a.dim() == 0) {  // as in PyTorch, its dims are those of a 1-d tensor: 0 or -1
     for (int64_t d : {start_dim, end_dim})
       if (d != 0 && d != -1)
@@ -258,14 +259,16 @@ static xt::xarray<T> pick_rows(const xt::xarray<T>& a, int64_t dim, const Indice
 
 Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
   const std::size_t row = a.numel() / std::max<std::size_t>(a.dim() == 0 ? 1 : a.shape()[0], 1);
-  return record("index_select", pick_rows(a.value(), dim, index), {a},
-                [index, row](const Array& g, const Node& n, Grads& d) {
-                  Array gi = zeros_array("index_select", n.input_shape(0));
-                  for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
-                    for (std::size_t c = 0; c < row; ++c)
-                      gi.data()[index(i) * row + c] += g.data()[i * row + c];
-                  d[0] = std::move(gi);
-                });
+  Tensor t = record("index_select", pick_rows(a.value(), dim, index), {a},
+                    [index, row](const Array& g, const Node& n, Grads& d) {
+                      Array gi = zeros_array("index_select", n.input_shape(0));
+                      for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
+                        for (std::size_t c = 0; c < row; ++c)
+                          gi.data()[index(i) * row + c] += g.data()[i * row + c];
+                      d[0] = std::move(gi);
+                    });
+  if (t.creator()) t.creator()->ids = index;  // for the inspector: the rows picked
+  return t;
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
@@ -279,10 +282,12 @@ Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
                                 shape_str(in_shape) + " (same number of dims, none larger except dim " +
                                 std::to_string(ax) + ")");
   check_indices("gather", index, in_shape[ax]);
-  return record("gather", kernels::gather(a.value(), ax, index), {a},
-                [index, ax](const Array& g, const Node& n, Grads& d) {
-                  d[0] = kernels::scatter_add(shape_of_input(n, 0), ax, index, g);
-                });
+  Tensor t = record("gather", kernels::gather(a.value(), ax, index), {a},
+                    [index, ax](const Array& g, const Node& n, Grads& d) {
+                      d[0] = kernels::scatter_add(shape_of_input(n, 0), ax, index, g);
+                    });
+  if (t.creator()) t.creator()->ids = index;  // for the inspector: the positions picked
+  return t;
 }
 
 Indices index_select(const Indices& a, int64_t dim, const Indices& index) {

@@ -1,0 +1,252 @@
+// The local rules of inspect/rules.cpp: every op that can be recorded has one, and
+// each rule worked out with a step's numbers gives the gradient the op's closure produced.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <tapegrad/tapegrad.hpp>
+
+#include "helpers.hpp"
+
+namespace {
+
+using tg::Tensor;
+
+// Graphs that record every op there is, on small random inputs. Each returns a loss.
+std::vector<std::pair<std::string, std::function<Tensor(tg::Generator&)>>> graphs() {
+  auto leaf = [](tg::Generator& g, tg::Shape s) { return tg::randn(s, g, true); };
+  auto pos = [](tg::Generator& g, tg::Shape s) {  // in [0.5, 1.5)
+    return Tensor(tg::Array(tg::rand(s, g).value() + 0.5f), true);
+  };
+  auto weigh = [](const Tensor& y, tg::Generator& g) { return tg::sum(y * tg::randn(y.shape(), g)); };
+  return {
+      {"elementwise",
+       [=](tg::Generator& g) {
+         Tensor a = leaf(g, {2, 3}), b = leaf(g, {3}), p = pos(g, {2, 3});
+         Tensor y = (a + b) * (a - b) / (p + 1.0f) + (-a) * 2.0f + a / 4.0f;
+         y = y + tg::pow(p, 3.0f) + tg::exp(a) + tg::log(p) + tg::tanh(a) + tg::sigmoid(b) + tg::relu(a) +
+             tg::abs(a) + tg::sqrt(p) + tg::clamp(a, -0.5f, 0.5f) + tg::gelu(a) + tg::gelu(a, "tanh") +
+             tg::maximum(a, b) + tg::minimum(a, b) + tg::softplus(a) + tg::log_sigmoid(a);
+         y = y + tg::where(tg::gt(a, 0.0f), a, b) + tg::masked_fill(a, tg::lt(a, 0.0f), 0.0f);
+         tg::Generator drop(3);
+         y = y + tg::dropout(a, 0.5f, true, drop);
+         return weigh(y, g);
+       }},
+      {"triangles",
+       [=](tg::Generator& g) {
+         Tensor a = leaf(g, {3, 3});
+         return weigh(tg::tril(a) + tg::triu(a, 1), g);
+       }},
+      {"products",
+       [=](tg::Generator& g) {
+         Tensor a = leaf(g, {2, 3}), b = leaf(g, {3, 4}), c = leaf(g, {2, 2, 3}), w = leaf(g, {4, 3}),
+                bias = leaf(g, {4});
+         return weigh(tg::matmul(a, b), g) + weigh(tg::matmul(c, b), g) + weigh(tg::linear(c, w, bias), g);
+       }},
+      {"reductions",
+       [=](tg::Generator& g) {
+         Tensor a = leaf(g, {3, 4});
+         Tensor y = tg::sum(a) + tg::mean(a) + tg::max(a) + weigh(tg::sum(a, 1), g) +
+                    weigh(tg::mean(a, 0, true), g) + weigh(tg::max(a, 1).values, g) +
+                    weigh(tg::softmax(a, 1), g) + weigh(tg::log_softmax(a, 0), g) +
+                    weigh(tg::logsumexp(a, 1), g);
+         return y;
+       }},
+      {"shapes",
+       [=](tg::Generator& g) {
+         Tensor a = leaf(g, {2, 3, 2}), b = leaf(g, {2, 3, 2});
+         Tensor y = weigh(tg::reshape(a, {3, 4}), g) + weigh(tg::flatten(a), g) +
+                    weigh(tg::transpose(a, 0, 2), g) + weigh(tg::permute(a, {1, 0, 2}), g) +
+                    weigh(tg::narrow(a, 1, 1, 2), g) + weigh(tg::cat({a, b}, 1), g) +
+                    weigh(tg::stack({a, b}, 0), g) + weigh(tg::index_select(a, 0, tg::Indices{1, 0, 1}), g) +
+                    weigh(tg::gather(a, 1, tg::Indices{{{0, 1}, {2, 2}}, {{1, 0}, {0, 2}}}), g);
+         return y;
+       }},
+      {"losses",
+       [=](tg::Generator& g) {
+         Tensor x = leaf(g, {4, 3}), t = leaf(g, {4, 3});
+         tg::Indices labels{0, 2, 1, 2};
+         Tensor probs = tg::sigmoid(leaf(g, {4, 3}));
+         Tensor targets = tg::rand({4, 3}, g);
+         return tg::mse_loss(x, t) + tg::mse_loss(x, t, tg::Reduction::sum) + tg::cross_entropy(x, labels) +
+                tg::nll_loss(tg::log_softmax(x, 1), labels, tg::Reduction::sum) +
+                weigh(tg::nll_loss(tg::log_softmax(x, 1), labels, tg::Reduction::none), g) +
+                tg::binary_cross_entropy(probs, targets) + tg::binary_cross_entropy_with_logits(x, targets) +
+                weigh(tg::layer_norm(x, {3}, leaf(g, {3}), leaf(g, {3})), g);
+       }},
+      {"lookups",
+       [=](tg::Generator& g) {
+         tg::nn::Embedding emb(6, 3, {}, g);
+         tg::nn::EmbeddingBag bag(6, 3, {}, g);
+         Tensor h = leaf(g, {2, 3});
+         return weigh(emb(tg::Indices{2, 3, 1, 3}), g) + weigh(bag(tg::Indices{{1, 2}, {2, 5}}), g) +
+                weigh(emb.dot(h, tg::Indices{{0, 1}, {1, 4}}), g);
+       }},
+      {"convolutions",
+       [=](tg::Generator& g) {
+         Tensor x1 = leaf(g, {1, 2, 6}), w1 = leaf(g, {3, 2, 3}), x2 = leaf(g, {1, 2, 5, 5}),
+                w2 = leaf(g, {2, 2, 3, 3});
+         tg::nn::BatchNorm1d bn(2);
+         return weigh(tg::conv1d(x1, w1), g) + weigh(tg::conv2d(x2, w2), g) +
+                weigh(tg::max_pool1d(x1, 2), g) + weigh(tg::max_pool2d(x2, {2, 2}), g) +
+                weigh(tg::avg_pool1d(x1, 2), g) + weigh(tg::avg_pool2d(x2, {2, 2}), g) +
+                weigh(tg::adaptive_avg_pool1d(x1, 2), g) + weigh(tg::adaptive_avg_pool2d(x2, {2, 2}), g) +
+                weigh(tg::unfold(x2, {2, 2}), g) + weigh(bn(leaf(g, {6, 2})), g);
+       }},
+  };
+}
+
+// Every op name recorded with a literal, record("name", ...), in core/ops and nn.
+std::set<std::string> recorded_literals() {
+  std::set<std::string> names;
+  const std::regex call(R"re(record\(\s*"([a-z_0-9]+)")re");
+  for (const char* dir : {"core/ops", "nn"})
+    for (const auto& f : std::filesystem::directory_iterator(tg::test::source_path(dir))) {
+      if (f.path().extension() != ".cpp") continue;
+      const std::string text = tg::test::read_file(f.path().string());
+      for (auto it = std::sregex_iterator(text.begin(), text.end(), call); it != std::sregex_iterator(); ++it)
+        names.insert((*it)[1]);
+    }
+  return names;
+}
+
+// The graph fuzzer's table: {"call", "recorded op", ...} (tests/fuzz/fuzz_graph.cpp).
+std::set<std::string> fuzzer_ops() {
+  std::set<std::string> names;
+  const std::string text = tg::test::read_file(tg::test::source_path("tests/fuzz/fuzz_graph.cpp"));
+  const std::regex row(R"re(\{"[A-Za-z_0-9]+", "([a-z_0-9]+)", draw_)re");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), row); it != std::sregex_iterator(); ++it)
+    names.insert((*it)[1]);
+  return names;
+}
+
+}  // namespace
+
+TEST_SUITE("rules") {
+  TEST_CASE("every op that can be recorded has a local rule") {
+    std::set<std::string> ops = recorded_literals();
+    CHECK(ops.size() > 30);
+    const std::set<std::string> fuzzed = fuzzer_ops();
+    CHECK(fuzzed.size() > 40);
+    ops.insert(fuzzed.begin(), fuzzed.end());
+    // And what the graphs below record (the ops named through a variable: conv2d, maximum, ...).
+    for (const auto& [name, make] : graphs()) {
+      tg::Generator g(0);
+      const Tensor loss = make(g);
+      for (const auto& n : tg::Tape::current().live_entries()) ops.insert(n->op);
+    }
+    for (const std::string& op : ops) {
+      CAPTURE(op);
+      CHECK(!tg::local_rule(op).empty());
+    }
+    MESSAGE(ops.size() << " op names, each with a rule; " << tg::debug::ops_with_rules().size() << " rules");
+  }
+
+  TEST_CASE("each rule, worked out with a step's numbers, gives the gradient the op's closure produced") {
+    std::map<std::string, std::size_t> checked;  // op -> elements checked
+    for (const auto& [name, make] : graphs()) {
+      CAPTURE(name);
+      tg::Generator g(1);
+      const Tensor loss = make(g);
+      tg::debug::StepObserverGuard observe(
+          [&](const tg::Node& n, const tg::Array& grad, const tg::Grads& grads) {
+            for (std::size_t i = 0; i < grads.size(); ++i) {
+              if (grads[i].empty()) continue;
+              const tg::Shape shape(n.input_shape(i).begin(), n.input_shape(i).end());
+              const tg::Array share = grads[i].to_dense(shape);
+              for (const tg::debug::Worked& w : tg::debug::worked(n, grad, grads, i, 1 << 20)) {
+                CAPTURE(n.op);
+                CAPTURE(w.at);
+                CAPTURE(w.text);
+                const std::size_t cols = w.value.size();
+                for (std::size_t c = 0; c < cols; ++c) {
+                  const double want = share.data()[w.element * cols + c];  // a row's values, or one element
+                  CHECK(w.value[c] == doctest::Approx(want).epsilon(1e-4).scale(1));
+                }
+                // The text ends in the value it gives, as the page and the trace print it.
+                if (cols == 1) {
+                  const std::size_t eq = w.text.rfind("= ");
+                  const std::string tail = eq == std::string::npos ? w.text : w.text.substr(eq + 2);
+                  CHECK(std::stod(tail) == doctest::Approx(w.value[0]).epsilon(1e-5).scale(1e-6));
+                }
+                ++checked[n.op];
+              }
+            }
+          });
+      loss.backward();
+    }
+    // Every rule that writes out numbers was checked at least once.
+    for (const std::string& op : tg::debug::ops_with_rules()) {
+      CAPTURE(op);
+      if (tg::debug::rule_has_numbers(op)) CHECK(checked[op] > 0);
+    }
+    std::size_t total = 0, words = 0;
+    for (const auto& [op, n] : checked) total += n;
+    for (const std::string& op : tg::debug::ops_with_rules()) words += !tg::debug::rule_has_numbers(op);
+    MESSAGE(checked.size() << " ops, " << total << " elements worked out and checked; " << words
+                           << " rules in words only");
+  }
+
+  TEST_CASE("backprop_by_hand's tanh step: the rule with 1 - y² for each element") {
+    tg::nn::Linear fc1(2, 2), fc2(2, 1);
+    {
+      tg::NoGradGuard no_grad;
+      fc1.weight.copy_({{0.5f, -0.4f}, {0.3f, 0.8f}});
+      fc1.bias->copy_({0.1f, -0.2f});
+      fc2.weight.copy_({{1.0f, -0.7f}});
+      fc2.bias->copy_({0.2f});
+    }
+    const Tensor x = tg::Tensor({{1.0f, 2.0f}});
+    const Tensor loss = tg::mse_loss(fc2(tg::tanh(fc1(x))), tg::full({1, 1}, 0.5f));
+    std::ostringstream trace;
+    {
+      tg::TraceBackwardGuard guard(trace);
+      loss.backward();
+    }
+    const std::string out = trace.str();
+    INFO(out);
+    CHECK(tg::local_rule("tanh") == "x.grad += grad · (1 - y²)   (y = tanh(x))");
+    CHECK(tg::local_rule("mul") == "a.grad += grad · b | b.grad += grad · a");
+    CHECK(out.find("    rule: x.grad += grad · (1 - y²)   (y = tanh(x))\n") != std::string::npos);
+    CHECK(out.find("x[0, 0]: -2.30432 · (1 - (-0.197375)²) = -2.30432 · 0.961043 = -2.21455\n") !=
+          std::string::npos);
+    CHECK(out.find("x[0, 1]: 1.61303 · (1 - 0.935409²) = 1.61303 · 0.125010 = 0.201644\n") !=
+          std::string::npos);
+    // The tape listing: each entry, then its rule.
+    const Tensor again = tg::tanh(fc1(x));
+    std::ostringstream listing;
+    tg::print_tape(listing);
+    CHECK(listing.str().find(
+              "] tanh([1, 2]*) -> [1, 2]\n      backward: x.grad += grad · (1 - y²)   (y = tanh(x))\n") !=
+          std::string::npos);
+    CHECK(listing.str().find(
+              "      backward: x.grad += grad · weight | weight.grad += gradᵀ · x | bias.grad += grad summed "
+              "over the rows\n") != std::string::npos);
+  }
+
+  TEST_CASE("composite calls name their ops' group; a lookup keeps its ids") {
+    tg::Generator g(0);
+    Tensor logits = tg::randn({2, 3}, g, true);
+    const Tensor loss = tg::cross_entropy(logits, tg::Indices{2, 0});
+    CHECK(loss.creator()->op == "nll_loss");
+    CHECK(loss.creator()->group == "cross_entropy");
+    CHECK(loss.creator()->inputs[0].tensor.creator()->group == "cross_entropy");
+    CHECK(tg::describe(*loss.creator()).find("-> [] (in cross_entropy)") != std::string::npos);
+    const Tensor flat = tg::flatten(logits);
+    CHECK(flat.creator()->op == "reshape");
+    CHECK(flat.creator()->group == "flatten");
+    CHECK(tg::reshape(logits, {6}).creator()->group.empty());
+    tg::nn::Embedding emb(6, 3, {}, g);
+    const Tensor out = emb(tg::Indices{2, 3, 1, 3});
+    CHECK(std::vector<int64_t>(out.creator()->ids.begin(), out.creator()->ids.end()) ==
+          std::vector<int64_t>{2, 3, 1, 3});
+  }
+}
