@@ -148,7 +148,9 @@ double max_diff(const std::vector<tg::Tensor>& a, const std::vector<tg::Tensor>&
 
 tg::Tensor with_dense_grad(tg::Shape shape, float value) {
   tg::Tensor p = tg::zeros(shape, true);
-  p.accumulate_grad(tg::Grad(tg::Array(xt::ones<float>(shape) * value)));
+  tg::Array g = tg::Array::from_shape(shape);
+  g.fill(value);
+  p.accumulate_grad(tg::Grad(std::move(g)));
   return p;
 }
 
@@ -176,7 +178,7 @@ TEST_CASE("dense gradients: the mean over ranks, weighted by samples, in one buf
   tg::Tensor b = with_dense_grad({3}, 10.0f * (me + 1));
   tg::Tensor unused = tg::zeros({4}, true);                         // no gradient anywhere: stays empty
   tg::Tensor some = tg::zeros({2}, true);                           // a gradient on rank 1 only: zeros elsewhere
-  if (me == 1) some.accumulate_grad(tg::Grad(tg::Array(xt::ones<float>({2}) * 6.0f)));
+  if (me == 1) some = with_dense_grad({2}, 6.0f);
   dist::SyncStats s = dist::sync_gradients({w, b, unused, some});
   CHECK(s.dense_values == 6 + 3 + 2);
   CHECK(s.dense_bytes == 44);
