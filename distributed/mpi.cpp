@@ -1,5 +1,5 @@
 // The distributed API on MPI: init and finalize, ranks, and sync_gradients (one
-// MPI_Allreduce for the dense gradients, MPI_Allgatherv for the sparse rows).
+// MPI_Allreduce for the dense gradients, one MPI_Allgatherv for the sparse rows).
 // Only the C API: the deprecated C++ bindings are not used (and warn).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -123,6 +123,7 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
   const int world = world_size(), me = rank();
   const std::size_t n = parameters.size();
   SyncStats stats;
+  if (world == 1) return stats;  // the mean of one gradient is itself
 
   // 1. Every rank's parameter count and samples; then every rank's description
   //    of every gradient. Each rank checks the same gathered data, so either all
@@ -198,29 +199,27 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
     stats.dense_bytes = dense_values * sizeof(float);
   }
 
-  // 3. Sparse gradients: every rank's row ids (one MPI_Allgatherv) and rows
-  //    (another), for all sparse parameters at once; then each parameter's rows
+  // 3. Sparse gradients: every rank's row ids and rows, for all sparse
+  //    parameters at once, in one MPI_Allgatherv of bytes (each rank's part:
+  //    its ids as int64, then its rows as float32); then each parameter's rows
   //    are merged in rank order.
-  std::vector<int> id_count(world, 0), value_count(world, 0), id_at(world, 0), value_at(world, 0);
-  std::size_t ids_total = 0, values_total = 0;
+  std::vector<int> bytes(world, 0), bytes_at(world, 0);
+  std::vector<std::size_t> ids_of(world, 0);  // row ids each rank sends
+  std::size_t bytes_total = 0;
   for (int r = 0; r < world; ++r) {
-    std::size_t ids = 0, values = 0;
+    std::size_t values = 0;
     for (std::size_t i = 0; i < n; ++i)
       if (kind[i] == sparse) {
         const Entry& e = all[r * n + i];
-        ids += e.nnz;
+        ids_of[r] += e.nnz;
         values += e.nnz * (e.numel / e.rows);
       }
-    id_at[r] = as_count(ids_total, "the row ids");
-    value_at[r] = as_count(values_total, "the rows");
-    id_count[r] = as_count(ids, "the row ids");
-    value_count[r] = as_count(values, "the rows");
-    ids_total += ids;
-    values_total += values;
+    bytes[r] = as_count(ids_of[r] * sizeof(int64_t) + values * sizeof(float), "the sparse rows' bytes");
+    bytes_at[r] = as_count(bytes_total, "the sparse rows' bytes");
+    bytes_total += bytes[r];
   }
-  as_count(ids_total, "the row ids");
-  as_count(values_total, "the rows");
-  if (ids_total == 0) {
+  as_count(bytes_total, "the sparse rows' bytes");
+  if (bytes_total == 0) {
     for (std::size_t i = 0; i < n; ++i)  // sparse with no rows on every rank: as it is
       if (kind[i] == sparse && !parameters[i].grad().is_sparse()) {
         Tensor p = parameters[i];
@@ -229,26 +228,25 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
       }
     return stats;
   }
-  std::vector<int64_t> my_ids, ids(ids_total);
-  std::vector<float> my_values, values(values_total);
+  std::vector<char> outgoing(bytes[me]), gathered(bytes_total);
+  char* at_id = outgoing.data();
+  char* at_value = outgoing.data() + ids_of[me] * sizeof(int64_t);
   for (std::size_t i = 0; i < n; ++i)
     if (kind[i] == sparse && parameters[i].grad().is_sparse()) {
       const SparseRows& s = parameters[i].grad().sparse();
-      my_ids.insert(my_ids.end(), s.rows.begin(), s.rows.end());
-      my_values.insert(my_values.end(), s.values.begin(), s.values.end());
+      at_id = std::copy_n(reinterpret_cast<const char*>(s.rows.data()), s.rows.size() * sizeof(int64_t), at_id);
+      at_value = std::copy_n(reinterpret_cast<const char*>(s.values.data()), s.values.size() * sizeof(float), at_value);
     }
-  MPI_Allgatherv(my_ids.data(), id_count[me], MPI_INT64_T, ids.data(), id_count.data(), id_at.data(), MPI_INT64_T,
+  MPI_Allgatherv(outgoing.data(), bytes[me], MPI_BYTE, gathered.data(), bytes.data(), bytes_at.data(), MPI_BYTE,
                  MPI_COMM_WORLD);
-  MPI_Allgatherv(my_values.data(), value_count[me], MPI_FLOAT, values.data(), value_count.data(), value_at.data(),
-                 MPI_FLOAT, MPI_COMM_WORLD);
-  stats.sparse_rows_sent = my_ids.size();
-  stats.sparse_bytes_sent = my_ids.size() * sizeof(int64_t) + my_values.size() * sizeof(float);
-  stats.sparse_bytes_received = ids_total * sizeof(int64_t) + values_total * sizeof(float) - stats.sparse_bytes_sent;
+  stats.sparse_rows_sent = ids_of[me];
+  stats.sparse_bytes_sent = bytes[me];
+  stats.sparse_bytes_received = bytes_total - bytes[me];
 
-  std::vector<std::size_t> id_next(world), value_next(world);  // where each rank's next parameter starts
+  std::vector<const char*> id_next(world), value_next(world);  // where each rank's next parameter starts
   for (int r = 0; r < world; ++r) {
-    id_next[r] = id_at[r];
-    value_next[r] = value_at[r];
+    id_next[r] = gathered.data() + bytes_at[r];
+    value_next[r] = id_next[r] + ids_of[r] * sizeof(int64_t);
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (kind[i] != sparse) continue;
@@ -259,12 +257,12 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
     for (int r = 0; r < world; ++r) {
       const std::size_t nnz = static_cast<std::size_t>(all[r * n + i].nnz);
       parts[r].num_rows = table_rows;
-      parts[r].rows.assign(ids.begin() + id_next[r], ids.begin() + id_next[r] + nnz);
+      parts[r].rows.resize(nnz);
+      std::copy_n(id_next[r], nnz * sizeof(int64_t), reinterpret_cast<char*>(parts[r].rows.data()));
       parts[r].values = xt::xtensor<float, 2>::from_shape({nnz, cols});
-      std::copy(values.begin() + value_next[r], values.begin() + value_next[r] + nnz * cols,
-                parts[r].values.data());
-      id_next[r] += nnz;
-      value_next[r] += nnz * cols;
+      std::copy_n(value_next[r], nnz * cols * sizeof(float), reinterpret_cast<char*>(parts[r].values.data()));
+      id_next[r] += nnz * sizeof(int64_t);
+      value_next[r] += nnz * cols * sizeof(float);
     }
     SparseRows merged = merge_in_rank_order(parts, weight);
     stats.sparse_rows += merged.nnz_rows();

