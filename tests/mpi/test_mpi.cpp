@@ -332,6 +332,7 @@ int main(int argc, char** argv) {
   }
   doctest::Context context(argc, argv);
   context.setOption("no-intro", true);
+  context.setOption("no-colors", true);  // mpirun gives ranks a terminal: keep the summary plain for scripts/test
   if (mpi.rank() != 0) context.setOption("minimal", true);  // one report; failures still print
   int failed = context.run() != 0;
   const std::vector<double> all = gather(failed);
