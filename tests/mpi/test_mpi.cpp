@@ -235,6 +235,25 @@ TEST_CASE("sparse gradients stay sparse: rows gathered, shared rows summed in ra
   CHECK(std::equal(local.values.begin(), local.values.end(), g.values.begin()));
 }
 
+TEST_CASE("mixed kinds: sparse on one rank and dense on another is dense; sparse or nothing stays sparse") {
+  const int n = dist::world_size(), me = dist::rank();
+  tg::Tensor mixed = tg::zeros({4, 2}, true);  // rank 0: row 1 of 2s (sparse); the others: all 1s (dense)
+  if (me == 0)
+    mixed.accumulate_grad(tg::Grad(rows_of({1}, {2, 2}, 4, 2)));
+  else
+    mixed = with_dense_grad({4, 2}, 1.0f);
+  tg::Tensor some = tg::zeros({4, 2}, true);  // only the last rank holds rows (row 3 of 5s); the others nothing
+  if (me == n - 1) some.accumulate_grad(tg::Grad(rows_of({3}, {5, 5}, 4, 2)));
+  dist::sync_gradients({mixed, some});
+  REQUIRE(mixed.grad().is_dense());
+  const tg::Array g = mixed.grad_dense();
+  CHECK(g(0, 0) == doctest::Approx((n - 1.0) / n).epsilon(1e-6));  // 0 from rank 0, 1 from the others
+  CHECK(g(1, 1) == doctest::Approx((2.0 + n - 1.0) / n).epsilon(1e-6));
+  REQUIRE(some.grad().is_sparse());
+  CHECK(some.grad().sparse().rows == std::vector<int64_t>{3});
+  CHECK(some.grad().sparse().values(0, 0) == doctest::Approx(5.0 / n).epsilon(1e-6));
+}
+
 TEST_CASE("N processes with batch B/N take the steps of one process with batch B, last batch uneven") {
   const Task t;
   const int n = dist::world_size();
