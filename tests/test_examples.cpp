@@ -731,9 +731,10 @@ TEST_SUITE("examples") {
     }
     // The flags and their defaults, where flags.hpp reads them.
     auto help = run_command(tg::test::example_path("digits_mlp") + " --help").output;
-    CHECK(help.find("\n  --epochs      40\n") != std::string::npos);
-    CHECK(help.find("\n  --seed        0\n") != std::string::npos);
-    CHECK(help.find("\n  --save        (not set)\n") != std::string::npos);
+    CHECK(help.find("\n  --epochs       40\n") != std::string::npos);  // the column fits --distributed
+    CHECK(help.find("\n  --seed         0\n") != std::string::npos);
+    CHECK(help.find("\n  --save         (not set)\n") != std::string::npos);
+    CHECK(help.find("\n  --distributed  (a switch: off unless given)\n") != std::string::npos);
     help = run_command(tg::test::example_path("backprop_by_hand") + " --help").output;
     CHECK(help.find("\n  --dot   (not set)\n  --html  (not set)\n") != std::string::npos);
     CHECK(run_command(tg::test::example_path("xor_mlp") + " --help").output.find("It takes no flags.") !=

@@ -5,6 +5,7 @@
 //
 //   bow_classifier [--data FILE] [--mode both] [--optim adam] ...   train (see --help)
 //   bow_classifier predict --load MODEL [TEXT ...]                   classify text or stdin lines
+//   mpirun -np 2 bow_classifier --distributed [...]                  train on 2 processes (docs/distributed.md)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,8 @@
 
 #include <xtensor/xadapt.hpp>
 
+#include <tapegrad/distributed/distributed.hpp>
+#include <tapegrad/distributed/sampler.hpp>
 #include <tapegrad/tapegrad.hpp>
 
 #include "../flags.hpp"
@@ -27,6 +30,7 @@ namespace {
 
 using namespace bow;
 using tg::Tensor;
+namespace dist = tg::distributed;
 
 const char* usage = R"(usage:
   bow_classifier [options]                       train and evaluate
@@ -58,6 +62,9 @@ options:
   --plot FILE        draw both modes' loss and step time: FILE.png (by gnuplot; without it,
                      an SVG beside it) or FILE.svg
   --predictions FILE write the test set's predicted labels (label<TAB>text)
+  --distributed      train on every process mpirun started (a build with -Dmpi=enabled):
+                     each takes --batch / N documents of every batch, the gradients are
+                     averaged, rank 0 prints and saves (docs/distributed.md)
   --help             this text
 )";
 
@@ -70,6 +77,7 @@ struct Options {
   double lr = -1, test_fraction = 0.2;
   uint64_t seed = 0;
   std::string save, load, metrics, plot, predictions, test;
+  bool distributed = false;
   std::vector<std::string> texts;  // predict: the documents to classify
 };
 
@@ -143,6 +151,8 @@ Options parse(int argc, char** argv) {
       o.plot = value(a);
     else if (a == "--predictions")
       o.predictions = value(a);
+    else if (a == "--distributed")
+      o.distributed = true;
     else if (o.command == "predict" && a.rfind("--", 0) != 0)
       o.texts.push_back(a);
     else
@@ -211,6 +221,7 @@ struct Run {
   std::unique_ptr<EmbeddingModel> emb;
   std::unique_ptr<LinearModel> lin;
   std::unique_ptr<tg::optim::Optimizer> opt;
+  dist::SyncStats traffic;  // --distributed: what this epoch's steps exchanged, summed
 
   tg::nn::Module& module() { return emb ? static_cast<tg::nn::Module&>(*emb) : *lin; }
 
@@ -245,12 +256,22 @@ std::size_t grad_bytes(const tg::nn::Module& m) {
   return n;
 }
 
-StepRecord train_step(Run& run, const Featurizer& f, const Docs& docs, const tg::Indices& y) {
+// With `distributed`, docs are this rank's share of the batch: the gradients are
+// averaged over the ranks before the step. The loss is this rank's (train() makes
+// it the whole batch's at the end of the epoch, in one exchange for all steps).
+StepRecord train_step(Run& run, const Featurizer& f, const Docs& docs, const tg::Indices& y, bool distributed) {
   const auto t0 = std::chrono::steady_clock::now();
   Tensor loss = tg::cross_entropy(run.logits(f, docs), y);
   run.opt->zero_grad();
   loss.backward();
   const std::size_t bytes = grad_bytes(run.module());
+  if (distributed) {
+    const dist::SyncStats s = dist::sync_gradients(run.module().parameters(), static_cast<double>(docs.size()));
+    run.traffic.dense_bytes += s.dense_bytes;
+    run.traffic.sparse_bytes_sent += s.sparse_bytes_sent;
+    run.traffic.sparse_bytes_received += s.sparse_bytes_received;
+    run.traffic.sparse_rows += s.sparse_rows;
+  }
   run.opt->step();
   const auto t1 = std::chrono::steady_clock::now();
   StepRecord r;
@@ -273,11 +294,18 @@ struct Eval {
   std::vector<int64_t> predicted;
 };
 
+// With `distributed`, each rank evaluates every N-th document and the counts are added up.
 Eval evaluate(Run& run, const Featurizer& f, const Docs& docs, const std::vector<int64_t>& targets,
-              const std::vector<int64_t>& ids, int64_t positive) {
+              std::vector<int64_t> ids, int64_t positive, bool distributed = false) {
   tg::NoGradGuard no_grad;
   Eval e;
-  std::size_t tp = 0, fp = 0, fn = 0, correct = 0;
+  const std::size_t all_ids = ids.size();
+  if (distributed) {
+    std::vector<int64_t> mine;
+    for (std::size_t i = dist::rank(); i < ids.size(); i += dist::world_size()) mine.push_back(ids[i]);
+    ids = std::move(mine);
+  }
+  double tp = 0, fp = 0, fn = 0, correct = 0;
   for (std::size_t b = 0; b < ids.size(); b += 256) {
     const std::size_t end = std::min(ids.size(), b + 256);
     tg::Indices y = xt::adapt(tg::data::take(targets, ids, b, end));
@@ -292,11 +320,16 @@ Eval evaluate(Run& run, const Featurizer& f, const Docs& docs, const std::vector
       fn += p != positive && y(i) == positive;
     }
   }
-  const double n = std::max<std::size_t>(ids.size(), 1);
+  if (distributed) {
+    double counts[5] = {e.loss, tp, fp, fn, correct};
+    dist::all_reduce(counts);
+    e.loss = counts[0], tp = counts[1], fp = counts[2], fn = counts[3], correct = counts[4];
+  }
+  const double n = std::max<std::size_t>(all_ids, 1);
   e.loss /= n;
   e.accuracy = correct / n;
-  e.precision = tp + fp ? static_cast<double>(tp) / (tp + fp) : 0.0;
-  e.recall = tp + fn ? static_cast<double>(tp) / (tp + fn) : 0.0;
+  e.precision = tp + fp > 0 ? tp / (tp + fp) : 0.0;
+  e.recall = tp + fn > 0 ? tp / (tp + fn) : 0.0;
   return e;
 }
 
@@ -508,13 +541,13 @@ int train(Options o) {
   const std::size_t dim = first->bag->embedding_dim();
   std::vector<Run> runs;
   if (o.mode != "embedding") {
-    Run r{"linear", nullptr, std::make_unique<LinearModel>(*first), nullptr};
+    Run r{"linear", nullptr, std::make_unique<LinearModel>(*first), nullptr, {}};
     r.opt = make_optimizer(o, r.module().parameters());
     if (loaded) r.opt->load_state_dict(transpose_first(first_opt->state_dict()));
     runs.push_back(std::move(r));
   }
   if (o.mode != "linear")
-    runs.insert(runs.begin(), Run{"embedding", std::move(first), nullptr, std::move(first_opt)});
+    runs.insert(runs.begin(), Run{"embedding", std::move(first), nullptr, std::move(first_opt), {}});
 
   std::printf("data: %s: %zu documents (%zu train, %zu test), %zu labels, vocabulary %lld, dim %zu\n",
               o.data.c_str(), corpus.texts.size(), split.train.size(), split.test.size(), classes,
@@ -522,6 +555,17 @@ int train(Options o) {
   std::printf("training: mode %s, %s lr %g, batch %zu, %zu epoch%s, values %s, seed %llu\n\n", o.mode.c_str(),
               o.optim.c_str(), o.lr, o.batch, o.epochs, o.epochs == 1 ? "" : "s", f.values.c_str(),
               static_cast<unsigned long long>(o.seed));
+  // --distributed: every rank takes its share of each batch (DistributedSampler,
+  // with the same order as the single-process run below), local batch --batch / N.
+  const int world = dist::world_size();
+  if (o.distributed && o.batch % world != 0)
+    throw std::invalid_argument("--batch " + std::to_string(o.batch) + " does not split evenly over " +
+                                std::to_string(world) + " processes");
+  dist::DistributedSampler sampler(split.train, {.seed = o.seed * 1000, .num_replicas = world, .rank = dist::rank()});
+  if (o.distributed)
+    std::printf("distributed: %d process%s, %zu documents of each batch of %zu per process\n\n", world,
+                world == 1 ? "" : "es", o.batch / world, o.batch);
+
   std::printf("%-9s %5s %10s %9s %9s %9s %9s %10s %14s\n", "mode", "epoch", "train_loss", "test_loss",
               "accuracy", "precision", "recall", "ms/step", "grad_bytes/step");
   std::printf("(ms/step: median over the epoch; it includes building the batch)\n");
@@ -532,23 +576,31 @@ int train(Options o) {
   const std::size_t first_epoch = loaded ? loaded->epoch + 1 : 1;  // a resumed run numbers on
   for (std::size_t epoch = first_epoch; epoch < first_epoch + o.epochs; ++epoch) {
     // Same batch order for both runs: shuffle the training ids once per epoch.
+    const auto epoch_start = std::chrono::steady_clock::now();
     std::vector<int64_t> order;
     for (int64_t i :
          tg::data::shuffled_indices(static_cast<int64_t>(split.train.size()), o.seed * 1000 + epoch))
       order.push_back(split.train[i]);
-    const std::size_t batches = (order.size() + o.batch - 1) / o.batch;
+    std::vector<std::vector<int64_t>> shares;  // --distributed: this rank's batches
+    if (o.distributed) {
+      sampler.set_epoch(epoch);
+      shares = sampler.batches(o.batch / world);
+    }
+    const std::size_t batches = o.distributed ? shares.size() : (order.size() + o.batch - 1) / o.batch;
     std::vector<EpochRecord> current(runs.size());
     std::vector<std::vector<double>> step_ms(runs.size());
     Progress progress("epoch " + std::to_string(epoch), batches);
     for (std::size_t b = 0; b < batches; ++b, ++step) {
-      const std::size_t begin = b * o.batch, end = std::min(order.size(), begin + o.batch);
-      const Docs batch = tg::data::take(docs, order, begin, end);
-      const tg::Indices y = xt::adapt(tg::data::take(corpus.targets, order, begin, end));
+      const std::vector<int64_t>& ids = o.distributed ? shares[b] : order;
+      const std::size_t begin = o.distributed ? 0 : b * o.batch;
+      const std::size_t end = o.distributed ? ids.size() : std::min(order.size(), begin + o.batch);
+      const Docs batch = tg::data::take(docs, ids, begin, end);
+      const tg::Indices y = xt::adapt(tg::data::take(corpus.targets, ids, begin, end));
       for (std::size_t r = 0; r < runs.size(); ++r) {  // interleaved: both see the same machine state
-        StepRecord s = train_step(runs[r], f, batch, y);
+        StepRecord s = train_step(runs[r], f, batch, y, o.distributed);
         s.epoch = static_cast<int>(epoch);
         s.step = step;
-        current[r].train_loss += s.loss / batches;
+        if (!o.distributed) current[r].train_loss += s.loss / batches;
         step_ms[r].push_back(s.ms);
         current[r].grad_bytes_per_step += static_cast<double>(s.grad_bytes) / batches;
         steps.push_back(s);
@@ -556,8 +608,21 @@ int train(Options o) {
       progress.update(b + 1, steps.back().loss);
     }
     progress.clear();  // the epoch's rows start on a clean line
+    if (o.distributed) {  // each step's loss over the whole batch: sum_r rows_r * loss_r / sum_r rows_r
+      const std::size_t first_step = steps.size() - batches * runs.size();
+      std::vector<double> sums;  // per step and run: rows * loss, then rows
+      for (std::size_t k = first_step; k < steps.size(); ++k) {
+        const double rows = static_cast<double>(shares[(k - first_step) / runs.size()].size());
+        sums.insert(sums.end(), {steps[k].loss * rows, rows});
+      }
+      dist::all_reduce(sums);
+      for (std::size_t k = first_step; k < steps.size(); ++k) {
+        steps[k].loss = sums[2 * (k - first_step)] / sums[2 * (k - first_step) + 1];
+        current[(k - first_step) % runs.size()].train_loss += steps[k].loss / batches;
+      }
+    }
     for (std::size_t r = 0; r < runs.size(); ++r) {
-      Eval e = evaluate(runs[r], f, docs, corpus.targets, split.test, positive);
+      Eval e = evaluate(runs[r], f, docs, corpus.targets, split.test, positive, o.distributed);
       EpochRecord& rec = current[r];
       rec.mode = runs[r].mode;
       rec.ms_per_step = median(step_ms[r]);
@@ -570,6 +635,19 @@ int train(Options o) {
                   rec.train_loss, rec.test_loss, rec.accuracy, rec.precision, rec.recall, rec.ms_per_step,
                   rec.grad_bytes_per_step);
       epochs.push_back(rec);
+    }
+    if (o.distributed) {  // what this rank exchanged per step, and the epoch's time
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+      for (Run& run : runs) {
+        const double steps_done = static_cast<double>(batches), t = run.traffic.sparse_rows / steps_done;
+        const double sparse = (run.traffic.sparse_bytes_sent + run.traffic.sparse_bytes_received) / steps_done;
+        std::printf("%-9s epoch %zu on %d process%s: %.3f s (training and test); per step, rank 0 exchanged "
+                    "%.0f bytes of dense gradients and %.0f of sparse rows (sent + received) for %.0f rows "
+                    "touched: %.2f x rows x dim x 4\n",
+                    run.mode.c_str(), epoch, world, world == 1 ? "" : "es", seconds,
+                    run.traffic.dense_bytes / steps_done, sparse, t, t > 0 ? sparse / (t * dim * 4) : 0.0);
+        run.traffic = {};
+      }
     }
   }
 
@@ -598,6 +676,7 @@ int train(Options o) {
   }
 
   Run& best = runs.front();
+  if (dist::rank() > 0) return 0;  // rank 0 saves and writes; every rank holds the same model
   if (!o.save.empty()) {
     const Saved saved{corpus.label_names,        f.values, o.optim, f.tfidf, vocab, o.seed, o.test_fraction,
                       first_epoch + o.epochs - 1};
@@ -621,10 +700,22 @@ int train(Options o) {
 int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
+    if (o.distributed) {
+      if (!dist::is_available())
+        throw std::invalid_argument("--distributed: this build has no MPI (configure it with -Dmpi=enabled)");
+      dist::init(argc, argv);
+      if (dist::rank() > 0) std::freopen("/dev/null", "w", stdout);  // rank 0 prints
+      if (o.threads == 0 && std::getenv("TAPEGRAD_NUM_THREADS") == nullptr) o.threads = 1;  // a core per process
+    }
     use_threads(o.threads);
-    return o.command == "predict" ? predict(o) : train(o);
+    const int status = o.command == "predict" ? predict(o) : train(o);
+    dist::finalize();
+    return status;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bow_classifier: %s\n", e.what());
+    std::fprintf(stderr, "bow_classifier: %s%s\n",
+                 dist::world_size() > 1 ? ("rank " + std::to_string(dist::rank()) + ": ").c_str() : "", e.what());
+    if (dist::world_size() > 1) dist::abort(2);  // the other ranks would wait for this one for ever
+    dist::finalize();
     return 2;
   }
 }
