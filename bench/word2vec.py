@@ -18,7 +18,10 @@ min count 5, lr 0.025 decaying linearly, 5 epochs:
            --subwords` (tapegrad), `fasttext skipgram` with its default n-grams.
 
 Time: the whole process' wall time (reading the corpus, the vocabulary, training,
-writing the vectors), and words/s/thread = epochs x corpus words / wall s / threads.
+writing the vectors), and words/s/thread = epochs x corpus words / wall s / threads;
+and its CPU time (user + system, all threads, from wait4), which a machine shared
+with other work stretches far less than wall time. The ratios between tools and
+between thread counts are medians of each round's ratio (runs side by side).
 
 Quality, the same code over every job's .vec file, loaded with gensim's
 KeyedVectors.load_word2vec_format:
@@ -95,15 +98,22 @@ def command(tool, job, threads, seed, epochs, build, out):
 
 
 def run(cmd):
+    """Runs cmd; returns (wall s, CPU s): the CPU time (user + system) of the
+    process and its threads, from wait4, which a loaded machine does not stretch
+    the way it stretches wall time."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "TAPEGRAD_NUM_THREADS")}
     env["OPENBLAS_NUM_THREADS"] = "1"
-    start = time.monotonic()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
-                       text=True)
-    wall = time.monotonic() - start
-    if r.returncode != 0:
-        sys.exit(f"word2vec.py: {' '.join(cmd[:3])} ... failed ({r.returncode}):\n{r.stderr[-800:]}")
-    return wall
+    with tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.monotonic() - start
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            err.seek(0)
+            sys.exit(f"word2vec.py: {' '.join(cmd[:3])} ... failed ({p.returncode}):\n"
+                     f"{err.read().decode(errors='replace')[-800:]}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 # ------------------------------------------------------------------- quality
@@ -191,7 +201,8 @@ def main():
     runs = [(job, tool, n) for job in a.jobs.split(",") for tool in tools[job] for n in thread_counts]
     words = sum(len(l.split()) for l in open(TEXT, encoding="latin-1"))
     labels = tag_labels()
-    walls = collections.defaultdict(list)
+    walls = collections.defaultdict(list)  # (job, tool, threads) -> wall s of each round
+    cpus = collections.defaultdict(list)   # the same, CPU s
     scores = collections.defaultdict(list)
     tmp = tempfile.mkdtemp(prefix="bench-word2vec-")
     vec = {}
@@ -201,10 +212,11 @@ def main():
         order = runs if r % 2 == 0 else runs[::-1]
         for job, tool, n in order:
             out = os.path.join(tmp, f"{job}-{tool}-{n}-{r}")
-            wall = run(command(tool, job, n, r, a.epochs, a.build, out))
+            wall, cpu = run(command(tool, job, n, r, a.epochs, a.build, out))
             walls[job, tool, n].append(wall)
+            cpus[job, tool, n].append(cpu)
             vec[job, tool, n, r] = out + ".vec"
-            print(f"round {r}: {job} {tool} {n} thread(s): {wall:.1f} s", file=sys.stderr)
+            print(f"round {r}: {job} {tool} {n} thread(s): {wall:.1f} s wall, {cpu:.1f} s CPU", file=sys.stderr)
     load_after = os.getloadavg()
 
     # quality: on the words every file has
@@ -213,20 +225,29 @@ def main():
     for key, kv in kvs.items():
         scores[key[:3]].append(tag_knn(kv, common, labels))
 
+    def ratio(num, den):
+        """The median over rounds of num's time / den's time, each round's two
+        runs taken side by side."""
+        return statistics.median(x / y for x, y in zip(num, den))
+
     print(f"`bench/word2vec.py --rounds {a.rounds} --threads {a.threads} --epochs {a.epochs}`: "
           f"{words:,} words, {a.epochs} epochs, {a.rounds} rounds (seeds 0..{a.rounds - 1}), "
           f"{(time.monotonic() - start) / 60:.1f} minutes; load average {load_before[0]:.1f} at the start, "
           f"{load_after[0]:.1f} at the end, on {os.cpu_count()} cores.\n")
     print(f"tag-10nn over {len(common)} words ({len(set(labels[w] for w in common))} tags).\n")
-    print("| job | tool | threads | wall s (median) | words/s/thread | speed-up over 1 thread | tag-10nn (mean over seeds) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| job | tool | threads | wall s | words/s/thread | CPU s | words per CPU s | speed-up over "
+          f"{thread_counts[0]} thread | tapegrad's words/s over this | tag-10nn (mean over seeds) |")
+    print("| --- " * 10 + "|")
     for job, tool, n in runs:
-        wall = statistics.median(walls[job, tool, n])
-        one = statistics.median(walls[job, tool, thread_counts[0]])
-        rate = a.epochs * words / wall / n
+        wall, cpu = statistics.median(walls[job, tool, n]), statistics.median(cpus[job, tool, n])
         q = scores[job, tool, n]
-        print(f"| {job} | {tool} | {n} | {wall:.1f} | {rate:,.0f} | {one / wall:.2f}x | "
+        speedup = ratio(walls[job, tool, thread_counts[0]], walls[job, tool, n])
+        over = "" if tool == "tapegrad" else (f"{ratio(walls[job, tool, n], walls[job, 'tapegrad', n]):.2f}x wall, "
+                                              f"{ratio(cpus[job, tool, n], cpus[job, 'tapegrad', n]):.2f}x CPU")
+        print(f"| {job} | {tool} | {n} | {wall:.1f} | {a.epochs * words / wall / n:,.0f} | {cpu:.1f} | "
+              f"{a.epochs * words / cpu:,.0f} | {speedup:.2f}x | {over} | "
               f"{statistics.mean(q):.3f} ({', '.join(f'{x:.3f}' for x in q)}) |")
+    print("\nwall s and CPU s: medians over the rounds; the ratios: medians of each round's ratio.")
 
     # neighbour agreement, one thread, between tools (seed 0) and between seeds 0 and 1 of each tool
     n = thread_counts[0]

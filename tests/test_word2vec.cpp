@@ -209,6 +209,120 @@ TEST_SUITE("word2vec") {
     CHECK(bag.weight.grad().sparse().nbytes() < linear.weight.grad_dense().size() * sizeof(float));
   }
 
+  TEST_CASE("on a small corpus, a training step moves exactly the rows of its batch's pairs") {
+    // The batch is built by the sampler from the corpus, as word2vec's loop
+    // builds it (subsampling, random windows, negatives): the rows that move are
+    // the centers' rows (with subwords, their n-grams' too) in the input table,
+    // and the contexts' and negatives' rows in the output table. No other row.
+    const std::vector<tg::data::Sentence> sentences = two_topics(40, 9);
+    for (const bool subwords : {false, true}) {
+      CAPTURE(subwords);
+      w2v::Options o;
+      o.subwords = subwords;
+      o.buckets = 200;
+      o.dim = 8;
+      o.window = 2;
+      o.negative = 2;
+      o.min_count = 1;
+      o.sample = 0;
+      o.lr = 0.5;
+      o.table_size = 1000;
+      const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
+      const w2v::Corpus corpus = w2v::encode(sentences, vocab);
+      const w2v::Sampler sampler(vocab, o);
+      w2v::Model model(vocab, o);
+      {  // output rows start at 0, which would leave the input rows still on a first step
+        tg::NoGradGuard no_grad;
+        tg::Generator gen(2);
+        model.out_weight().copy_(tg::randn({vocab.size(), o.dim}, gen).value());
+      }
+      std::vector<w2v::Batch> parts;
+      w2v::Batch batch;
+      w2v::build_batch(sampler, corpus, 3, 5, /*epoch=*/1, o, parts, batch);  // sentences 3 and 4
+      REQUIRE(batch.examples() > 0);
+      std::set<int64_t> in_rows, out_rows(batch.targets.begin(), batch.targets.end());
+      for (int32_t c : batch.center)
+        for (int64_t r : subwords ? w2v::subword_rows(vocab.words[c], c, vocab.size(), o.minn, o.maxn, o.buckets)
+                                  : std::vector<int64_t>{c})
+          in_rows.insert(r);
+      // the corpus words of sentences 3 and 4 are the centers (sample 0 keeps them all)
+      CHECK(std::set<int32_t>(batch.center.begin(), batch.center.end()) ==
+            std::set<int32_t>(corpus.ids.begin() + corpus.starts[3], corpus.ids.begin() + corpus.starts[5]));
+      const Array in_before = model.in_weight().value(), out_before = model.out_weight().value();
+      model.step(batch, o.lr);
+      CHECK(model.in_weight().grad().sparse().rows == std::vector<int64_t>(in_rows.begin(), in_rows.end()));
+      CHECK(model.out_weight().grad().sparse().rows == std::vector<int64_t>(out_rows.begin(), out_rows.end()));
+      const auto moved = [&](const Array& before, const Array& after) {
+        std::set<int64_t> rows;
+        for (std::size_t r = 0; r < before.shape()[0]; ++r)
+          if (!std::equal(before.data() + r * o.dim, before.data() + (r + 1) * o.dim, after.data() + r * o.dim))
+            rows.insert(static_cast<int64_t>(r));
+        return rows;
+      };
+      CHECK(moved(in_before, model.in_weight().value()) == in_rows);
+      CHECK(moved(out_before, model.out_weight().value()) == out_rows);
+    }
+  }
+
+  TEST_CASE("word2vec's subword model on a corpus batch: its sparse gradient is a dense Linear's over the bags") {
+    // Model with --subwords: a word's input is the mean of its rows (its own and
+    // its n-grams'), an EmbeddingBag in mean mode. Written as word2vec's network,
+    // that is a bias-free Linear [rows -> dim] applied to a row of weights that
+    // holds 1/n at each of the word's n rows (one-hot for a word of one row), and
+    // the Linear's dense gradient over every row is the bag's sparse one.
+    const std::vector<tg::data::Sentence> sentences = two_topics(20, 4);
+    w2v::Options o;
+    o.subwords = true;
+    o.buckets = 300;
+    o.dim = 6;
+    o.window = 2;
+    o.negative = 3;
+    o.min_count = 1;
+    o.sample = 0;
+    o.table_size = 1000;
+    const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
+    const w2v::Corpus corpus = w2v::encode(sentences, vocab);
+    const w2v::Sampler sampler(vocab, o);
+    w2v::Model model(vocab, o);
+    tg::Generator gen(3);
+    {
+      tg::NoGradGuard no_grad;
+      model.out_weight().copy_(tg::randn({vocab.size(), o.dim}, gen).value());
+    }
+    std::vector<w2v::Batch> parts;
+    w2v::Batch batch;
+    w2v::build_batch(sampler, corpus, 0, 3, /*epoch=*/1, o, parts, batch);
+    const std::size_t rows = vocab.size() + o.buckets, pairs = batch.examples();
+    REQUIRE(pairs > 0);
+    model.loss(batch).backward();
+
+    nn::Linear linear(rows, o.dim, /*bias=*/false);
+    nn::Embedding out = nn::Embedding::from_pretrained(model.out_weight().value(), {}, /*freeze=*/false);
+    {
+      tg::NoGradGuard no_grad;
+      linear.weight.copy_(tg::transpose(model.in_weight(), 0, 1).value());
+    }
+    Array weights = xt::zeros<float>({pairs, rows});  // pair p: 1/n at each of its center's n rows
+    for (std::size_t p = 0; p < pairs; ++p) {
+      const int32_t c = batch.center[p];
+      const auto r = w2v::subword_rows(vocab.words[c], c, vocab.size(), o.minn, o.maxn, o.buckets);
+      for (int64_t row : r) weights(p, row) += 1.0f / static_cast<float>(r.size());
+    }
+    std::vector<float> sign(1 + o.negative, 1.0f);
+    sign[0] = -1.0f;
+    const Tensor signs = tg::tensor(sign, {sign.size()});
+    const Indices targets = tg::indices(batch.targets, {pairs, 1 + o.negative});
+    tg::sum(tg::softplus(out.dot(linear(Tensor(weights)), targets) * signs)).backward();
+
+    REQUIRE(model.in_weight().grad().is_sparse());
+    CHECK(allclose(model.in_weight().grad_dense(), xt::transpose(linear.weight.grad_dense()), 1e-4, 1e-5));
+    CHECK(allclose(model.out_weight().grad_dense(), out.weight.grad_dense(), 1e-4, 1e-5));
+    // The dense gradient has every row; the sparse one the rows the centers use, fewer than all.
+    const std::size_t touched = model.in_weight().grad().sparse().rows.size();
+    CHECK(touched < rows);
+    CHECK(model.in_weight().grad().sparse().nbytes() < linear.weight.grad_dense().size() * sizeof(float));
+  }
+
   TEST_CASE("fastText's hash, character n-grams and bucket rows") {
     // FNV-1a's published test values.
     CHECK(w2v::fnv1a("") == 0x811c9dc5u);
