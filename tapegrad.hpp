@@ -17,6 +17,7 @@
 #include "core/ops_nn.hpp"
 #include "core/parallel.hpp"     // moved to core/kernels/parallel.hpp: forwards there
 #include "core/safetensors.hpp"  // moved to io/safetensors.hpp: forwards there
+#include "core/scoped.hpp"
 #include "core/sparse_rows.hpp"
 #include "core/tape.hpp"
 #include "core/tensor.hpp"

@@ -130,11 +130,6 @@ static thread_local bool grad_enabled = true;
 bool is_grad_enabled() {
   return grad_enabled;
 }
-NoGradGuard::NoGradGuard() : previous_(grad_enabled) {
-  grad_enabled = false;
-}
-NoGradGuard::~NoGradGuard() {
-  grad_enabled = previous_;
-}
+NoGradGuard::NoGradGuard() : ScopedSetting(grad_enabled, false) {}
 
 }  // namespace tg

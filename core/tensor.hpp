@@ -19,6 +19,7 @@
 #include <string>
 
 #include "grad.hpp"
+#include "scoped.hpp"
 
 namespace tg {
 
@@ -147,15 +148,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // Grad mode. While a NoGradGuard lives, no op is recorded (this thread only).
 bool is_grad_enabled();
-class NoGradGuard {
+class NoGradGuard : ScopedSetting<bool> {
  public:
   NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
 };
 
 }  // namespace tg

@@ -31,7 +31,8 @@ static std::string tensor_str(const Tensor& t) {
 std::string describe(const Node& node) {
   std::ostringstream s;
   s << '[' << node.index << "] " << node.op << '(';
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) s << (i ? ", " : "") << tensor_str(node.inputs[i].tensor);
+  for (std::size_t i = 0; i < node.inputs.size(); ++i)
+    s << (i ? ", " : "") << tensor_str(node.inputs[i].tensor);
   s << ") -> " << shape_str(node.output_shape);
   if (!node.group.empty()) s << " (in " << node.group << ')';  // the call that recorded it: cross_entropy
   return s.str();
@@ -94,33 +95,10 @@ void attach_if_needed() {
 
 }  // namespace
 
-TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : previous_(trace_to) {
-  trace_to = &os;
-  attach_if_needed();
-}
+TraceBackwardGuard::TraceBackwardGuard(std::ostream& os) : ScopedSetting(trace_to, &os, attach_if_needed) {}
 TraceBackwardGuard::TraceBackwardGuard() : TraceBackwardGuard(std::cout) {}
-TraceBackwardGuard::~TraceBackwardGuard() {
-  trace_to = previous_;
-  attach_if_needed();
-}
-
-RetainAllGradsGuard::RetainAllGradsGuard() : previous_(retain_all) {
-  retain_all = true;
-  attach_if_needed();
-}
-RetainAllGradsGuard::~RetainAllGradsGuard() {
-  retain_all = previous_;
-  attach_if_needed();
-}
-
-DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly) {
-  anomaly = true;
-  attach_if_needed();
-}
-DetectAnomalyGuard::~DetectAnomalyGuard() {
-  anomaly = previous_;
-  attach_if_needed();
-}
+RetainAllGradsGuard::RetainAllGradsGuard() : ScopedSetting(retain_all, true, attach_if_needed) {}
+DetectAnomalyGuard::DetectAnomalyGuard() : ScopedSetting(anomaly, true, attach_if_needed) {}
 
 namespace debug {
 
@@ -131,13 +109,8 @@ bool retain_all_grads() {
   return retain_all;
 }
 
-StepObserverGuard::StepObserverGuard(StepObserver o) : previous_(std::exchange(observer, std::move(o))) {
-  attach_if_needed();
-}
-StepObserverGuard::~StepObserverGuard() {
-  observer = std::move(previous_);
-  attach_if_needed();
-}
+StepObserverGuard::StepObserverGuard(StepObserver o)
+    : ScopedSetting(observer, std::move(o), attach_if_needed) {}
 
 static bool finite(const float* p, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
@@ -155,8 +128,8 @@ void check_forward(const std::string& op, const Array& value, std::size_t index,
   if (finite(value.data(), value.size())) return;
   throw AnomalyError("anomaly: op '" + op + "' (" +
                      (recorded ? "tape entry " + std::to_string(index) : std::string("not recorded")) +
-                     ") produced NaN or Inf in its forward value " +
-                     shape_str(value.shape()) + " " + values_str(value));
+                     ") produced NaN or Inf in its forward value " + shape_str(value.shape()) + " " +
+                     values_str(value));
 }
 
 // Under an input's line in the trace: the op's rule for it, and up to two of
@@ -174,7 +147,8 @@ void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
   if (anomaly)
     for (std::size_t i = 0; i < grads.size(); ++i)
       if (node.needs_grad(i) && !finite(grads[i]))
-        throw AnomalyError("anomaly: backward of op '" + node.op + "' (tape entry " + std::to_string(node.index) +
+        throw AnomalyError("anomaly: backward of op '" + node.op + "' (tape entry " +
+                           std::to_string(node.index) +
                            ") produced NaN or Inf in the gradient of its input " + std::to_string(i) + " " +
                            tensor_str(node.inputs[i].tensor));
   if (observer) observer(node, grad_output, grads);
@@ -198,7 +172,8 @@ void on_step(const Node& node, const Array& grad_output, const Grads& grads) {
     Array added = xt::zeros<float>(in.shape());
     for (std::size_t k = i; k < grads.size(); ++k)
       if (node.inputs[k].tensor.is_same(in) && !grads[k].empty()) added += grads[k].to_dense(in.shape());
-    os << (in.is_leaf() ? " (leaf)" : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
+    os << (in.is_leaf() ? " (leaf)"
+                        : " (from [" + std::to_string(in.creator()->index) + "] " + in.creator()->op + ")")
        << " += " << values_str(added) << '\n';
     print_rule(os, node, grad_output, grads, i);
   }

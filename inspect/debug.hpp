@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../core/scoped.hpp"
 #include "../core/tape.hpp"
 
 namespace tg {
@@ -43,31 +44,19 @@ std::string local_rule(const std::string& op);
 // Prints each step of backward() while it lives: the entry, the gradient that
 // arrived at its output, and what it passed to each input (values shown for
 // tensors of at most 8 elements).
-class TraceBackwardGuard {
+class TraceBackwardGuard : ScopedSetting<std::ostream*> {
  public:
   explicit TraceBackwardGuard(std::ostream& os);
   TraceBackwardGuard();  // to std::cout
-  ~TraceBackwardGuard();
-  TraceBackwardGuard(const TraceBackwardGuard&) = delete;
-  TraceBackwardGuard& operator=(const TraceBackwardGuard&) = delete;
-
- private:
-  std::ostream* previous_;
 };
 
 // While one lives (this thread), backward() keeps the gradient of every tensor
 // it walks, as if retain_grad() had been called on each, so that to_dot() can
 // draw the gradient at every node and not only at the leaves. For pictures and
 // the debugger: it keeps a copy of every intermediate gradient.
-class RetainAllGradsGuard {
+class RetainAllGradsGuard : ScopedSetting<bool> {
  public:
   RetainAllGradsGuard();
-  ~RetainAllGradsGuard();
-  RetainAllGradsGuard(const RetainAllGradsGuard&) = delete;
-  RetainAllGradsGuard& operator=(const RetainAllGradsGuard&) = delete;
-
- private:
-  bool previous_;
 };
 
 // Graphviz text of the graph from `root` back to its leaves. Each node shows the
@@ -106,15 +95,9 @@ struct AnomalyError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class DetectAnomalyGuard {
+class DetectAnomalyGuard : ScopedSetting<bool> {
  public:
   DetectAnomalyGuard();
-  ~DetectAnomalyGuard();
-  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
-  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
-
- private:
-  bool previous_;
 };
 
 // Used inside the library (the inspector's step hook, to_dot, write_html and
@@ -160,15 +143,9 @@ std::string dot_escape(const std::string& s);
 // While one lives (this thread), `observer` sees every backward step, after
 // the anomaly checks (write_html records a pass this way).
 using StepObserver = std::function<void(const Node& node, const Array& grad_output, const Grads& grads)>;
-class StepObserverGuard {
+class StepObserverGuard : ScopedSetting<StepObserver> {
  public:
   explicit StepObserverGuard(StepObserver observer);
-  ~StepObserverGuard();
-  StepObserverGuard(const StepObserverGuard&) = delete;
-  StepObserverGuard& operator=(const StepObserverGuard&) = delete;
-
- private:
-  StepObserver previous_;
 };
 }  // namespace debug
 

@@ -301,7 +301,8 @@ TG_ALSO_FOR_AVX2 void dot_rows(const float* h, const float* weight, const int64_
                                std::size_t hi, std::size_t cols, std::size_t dim, float* scores) {
   for (std::size_t p = lo; p < hi; ++p) {
     if (p + dot_ahead < hi)
-      for (std::size_t c = 0; c < cols; ++c) prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
+      for (std::size_t c = 0; c < cols; ++c)
+        prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
     for (std::size_t c = 0; c < cols; ++c)
       scores[p * cols + c] = lane_dot_float(h + p * dim, weight + ids[p * cols + c] * dim, dim);
   }
@@ -312,7 +313,8 @@ TG_ALSO_FOR_AVX2 void dot_rows_grad(const float* g, const float* weight, const i
                                     std::size_t hi, std::size_t cols, std::size_t dim, float* dh) {
   for (std::size_t p = lo; p < hi; ++p) {
     if (p + dot_ahead < hi)
-      for (std::size_t c = 0; c < cols; ++c) prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
+      for (std::size_t c = 0; c < cols; ++c)
+        prefetch_row(weight + ids[(p + dot_ahead) * cols + c] * dim, dim);
     float* dst = dh + p * dim;
     for (std::size_t d = 0; d < dim; ++d) dst[d] = 0.0f;
     for (std::size_t c = 0; c < cols; ++c) {
@@ -329,11 +331,13 @@ Tensor Embedding::dot(const Tensor& h, const Indices& ids) {
   check_weight("Embedding::dot", weight);
   const std::size_t num = num_embeddings(), dim = embedding_dim();
   if (h.dim() != 2 || h.shape()[1] != dim)
-    throw std::invalid_argument("Embedding::dot: h must be [P, " + std::to_string(dim) + "] for a table of dim " +
-                                std::to_string(dim) + "; got " + shape_str(h.shape()));
+    throw std::invalid_argument("Embedding::dot: h must be [P, " + std::to_string(dim) +
+                                "] for a table of dim " + std::to_string(dim) + "; got " +
+                                shape_str(h.shape()));
   if (ids.dimension() != 2 || ids.shape()[0] != h.shape()[0])
-    throw std::invalid_argument("Embedding::dot: ids must be [P, C] with P = " + std::to_string(h.shape()[0]) +
-                                " (h's rows); got " + shape_str(Shape(ids.shape().begin(), ids.shape().end())));
+    throw std::invalid_argument(
+        "Embedding::dot: ids must be [P, C] with P = " + std::to_string(h.shape()[0]) + " (h's rows); got " +
+        shape_str(Shape(ids.shape().begin(), ids.shape().end())));
   if (options_.max_norm || options_.padding_idx)
     throw std::invalid_argument("Embedding::dot: not for a table with max_norm or padding_idx");
   check_indices("Embedding::dot", ids, num);
@@ -351,9 +355,10 @@ Tensor Embedding::dot(const Tensor& h, const Indices& ids) {
                   if (n.needs_grad(1)) {  // reads the table's rows
                     Array dh = xt::empty<float>({rows, dim});
                     const float* w = n.input(0).data();
-                    parallel_for(rows, kernels::grain_for(rows, rows * cols * dim), [&](std::size_t lo, std::size_t hi) {
-                      dot_rows_grad(g.data(), w, index.data(), lo, hi, cols, dim, dh.data());
-                    });
+                    parallel_for(rows, kernels::grain_for(rows, rows * cols * dim),
+                                 [&](std::size_t lo, std::size_t hi) {
+                                   dot_rows_grad(g.data(), w, index.data(), lo, hi, cols, dim, dh.data());
+                                 });
                     d[1] = std::move(dh);
                   }
                   if (n.needs_grad(0)) {
@@ -606,11 +611,6 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
                 });
 }
 
-detail::PlainRowGradsGuard::PlainRowGradsGuard() : previous_(plain_row_grads) {
-  plain_row_grads = true;
-}
-detail::PlainRowGradsGuard::~PlainRowGradsGuard() {
-  plain_row_grads = previous_;
-}
+detail::PlainRowGradsGuard::PlainRowGradsGuard() : ScopedSetting(plain_row_grads, true) {}
 
 }  // namespace tg::nn

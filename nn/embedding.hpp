@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../core/factories.hpp"
+#include "../core/scoped.hpp"
 #include "../core/csr_batch.hpp"
 #include "module.hpp"
 
@@ -156,15 +157,9 @@ namespace detail {
 // While one lives (this thread), Embedding and EmbeddingBag build their weight
 // gradients the plain way instead of the fast one (nn/embedding.cpp); the tests
 // run both and compare them bit for bit.
-class PlainRowGradsGuard {
+class PlainRowGradsGuard : ScopedSetting<bool> {
  public:
   PlainRowGradsGuard();
-  ~PlainRowGradsGuard();
-  PlainRowGradsGuard(const PlainRowGradsGuard&) = delete;
-  PlainRowGradsGuard& operator=(const PlainRowGradsGuard&) = delete;
-
- private:
-  bool previous_;
 };
 }  // namespace detail
 

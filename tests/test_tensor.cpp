@@ -1,6 +1,8 @@
 // Tensor handles, factories, in-place writes, and the gradient slot's rules.
 #include <doctest/doctest.h>
 
+#include <stdexcept>
+
 #include <tapegrad/tapegrad.hpp>
 
 #include "helpers.hpp"
@@ -87,6 +89,28 @@ TEST_SUITE("core") {
       CHECK_FALSE(tg::is_grad_enabled());
     }
     CHECK(tg::is_grad_enabled());
+    try {  // an exception unwinding past the guard restores it too
+      tg::NoGradGuard c;
+      throw std::runtime_error("out");
+    } catch (const std::runtime_error&) {
+    }
+    CHECK(tg::is_grad_enabled());
+  }
+
+  TEST_CASE("ScopedSetting, every guard's pattern: sets, restores in reverse order, runs `then` after each change") {
+    static int setting = 0, changes = 0;
+    auto count = [] { ++changes; };
+    {
+      tg::ScopedSetting<int> a(setting, 1, +count);
+      CHECK(setting == 1);
+      {
+        tg::ScopedSetting<int> b(setting, 2, +count);
+        CHECK(setting == 2);
+      }
+      CHECK(setting == 1);
+    }
+    CHECK(setting == 0);
+    CHECK(changes == 4);
   }
 }
 
