@@ -20,6 +20,7 @@
 #include <tapegrad/tapegrad.hpp>
 
 #include "flags.hpp"
+#include "step_time.hpp"
 
 int main(int argc, char** argv) try {
   Flags flag(argc, argv, training_flags(DIGITS_DEFAULT_DATA, "20", {{"--bench-steps", ""}}),
@@ -68,18 +69,7 @@ int main(int argc, char** argv) try {
     const int steps = flag.number("--bench-steps");
     const tg::Indices first = tg::indices(std::vector<int64_t>(split.train.begin(), split.train.begin() + 32));
     model.train();
-    for (int step = 0; step < 10; ++step) train_step(first);  // warm-up
-    std::vector<double> ms;
-    const std::clock_t cpu_start = std::clock();
-    for (int step = 0; step < steps; ++step) {
-      const auto start = std::chrono::steady_clock::now();
-      train_step(first);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    const double cpu_ms =
-        1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / std::max(1, steps);
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    std::printf("step_ms: %.3f cpu_ms: %.3f\n", ms.empty() ? 0.0 : ms[ms.size() / 2], cpu_ms);
+    print_step_time(steps, [&] { train_step(first); });
     return 0;
   }
 

@@ -33,6 +33,7 @@
 #include <tapegrad/tapegrad.hpp>
 
 #include "flags.hpp"
+#include "step_time.hpp"
 #include "names.hpp"
 
 // tests/tools/names_gpt_reference.py is the same model and training in PyTorch, with these constants.
@@ -162,19 +163,8 @@ int main(int argc, char** argv) try {
     // a busy machine changes less).
     const int steps = flag.number("--bench-steps");
     const tg::Indices first = tg::arange(static_cast<int64_t>(batch_size));
-    for (int step = 0; step < 10; ++step) train_step(first, step, 10 + steps);  // warm-up
-    std::vector<double> ms;
-    const std::clock_t cpu_start = std::clock();
-    for (int step = 10; step < 10 + steps; ++step) {
-      const auto start = std::chrono::steady_clock::now();
-      train_step(first, step, 10 + steps);
-      ms.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    const double cpu_ms =
-        1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / std::max(1, steps);
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    std::printf("step_ms: %.3f cpu_ms: %.3f\n", ms.empty() ? 0.0 : ms[ms.size() / 2], cpu_ms);
+    int step = 0;  // the schedule counts the warm-up steps too
+    print_step_time(steps, [&] { train_step(first, step++, 10 + steps); });
     return 0;
   }
 
