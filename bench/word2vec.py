@@ -17,6 +17,9 @@ min count 5, lr 0.025 decaying linearly, 5 epochs:
   subword  fastText's subword model (3- to 6-grams, 2M buckets): `word2vec
            --subwords` (tapegrad), `fasttext skipgram` with its default n-grams.
 
+On more than one thread every tool updates the shared tables without locks
+(tapegrad's `word2vec --hogwild`; fastText and gensim always do).
+
 Time: the whole process' wall time (reading the corpus, the vocabulary, training,
 writing the vectors), and words/s/thread = epochs x corpus words / wall s / threads;
 and its CPU time (user + system, all threads, from wait4), which a machine shared
@@ -85,10 +88,11 @@ m.wv.save_word2vec_format(out)
 def command(tool, job, threads, seed, epochs, build, out):
     s = SETTINGS
     if tool == "tapegrad":
-        return [os.path.join(build, "examples", "word2vec"), "--data", TEXT, "--dim", str(s["dim"]), "--window",
-                str(s["window"]), "--negative", str(s["negative"]), "--sample", str(s["sample"]), "--min-count",
-                str(s["min_count"]), "--lr", str(s["lr"]), "--epochs", str(epochs), "--threads", str(threads),
-                "--seed", str(seed), "--output", out + ".vec"] + (["--subwords"] if job == "subword" else [])
+        return ([os.path.join(build, "examples", "word2vec"), "--data", TEXT, "--dim", str(s["dim"]), "--window",
+                 str(s["window"]), "--negative", str(s["negative"]), "--sample", str(s["sample"]), "--min-count",
+                 str(s["min_count"]), "--lr", str(s["lr"]), "--epochs", str(epochs), "--threads", str(threads),
+                 "--seed", str(seed), "--output", out + ".vec"] + (["--subwords"] if job == "subword" else []) +
+                (["--hogwild"] if threads > 1 else []))
     if tool == "fasttext":
         return (["fasttext", "skipgram", "-input", TEXT, "-output", out, "-dim", str(s["dim"]), "-ws",
                  str(s["window"]), "-neg", str(s["negative"]), "-t", str(s["sample"]), "-minCount",

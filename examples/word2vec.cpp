@@ -19,7 +19,9 @@
 // ops split their loops (pairs, rows); every sentence's random draws come from
 // the seed, the epoch and the sentence's number, and every loop computes each
 // row the same way on any thread, so a run gives the same vectors, bit for
-// bit, on any number of threads.
+// bit, on any number of threads. With --hogwild the threads train instead as
+// fastText's do, each on its own sentences, writing into the shared tables
+// without locks (w2v::HogwildWorker): faster, and repeatable on one thread only.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -49,34 +51,36 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Flags flag(argc, argv,
-                   {{"--data", WORD2VEC_DEFAULT_DATA},
-                    {"--format", "auto"},
-                    {"--model", "skipgram"},
-                    {"--dim", "100"},
-                    {"--window", "5"},
-                    {"--negative", "5"},
-                    {"--epochs", "5"},
-                    {"--min-count", "5"},
-                    {"--sample", "1e-4"},
-                    {"--lr", "0.025"},
-                    {"--minn", "3"},
-                    {"--maxn", "6"},
-                    {"--bucket", "2000000"},
-                    {"--batch", "1000"},
-                    {"--optim", "sgd"},
-                    {"--seed", "0"},
-                    {"--threads", "1"},
-                    {"--output", ""},
-                    {"--neighbours", ""}},
-                   "Trains word vectors: skip-gram or CBOW with negative sampling, or with --subwords\n"
-                   "fastText's model (a word is the mean of its row and its hashed character n-grams').\n"
-                   "--data: a directory or file of tagged text (word/tag, the Brown corpus: ./scripts/fetch-brown)\n"
-                   "or plain text, one sentence a line (--format auto: a directory or a file whose first word\n"
-                   "has a '/' is tagged). --batch: corpus words per step. --output: the vectors as a .vec file\n"
-                   "(word2vec's text format). --neighbours: comma-separated words whose nearest words to print.\n"
-                   "A run gives the same vectors on any --threads.",
-                   {"--subwords"});
+  const Flags flag(
+      argc, argv,
+      {{"--data", WORD2VEC_DEFAULT_DATA},
+       {"--format", "auto"},
+       {"--model", "skipgram"},
+       {"--dim", "100"},
+       {"--window", "5"},
+       {"--negative", "5"},
+       {"--epochs", "5"},
+       {"--min-count", "5"},
+       {"--sample", "1e-4"},
+       {"--lr", "0.025"},
+       {"--minn", "3"},
+       {"--maxn", "6"},
+       {"--bucket", "2000000"},
+       {"--batch", "1000"},
+       {"--optim", "sgd"},
+       {"--seed", "0"},
+       {"--threads", "1"},
+       {"--output", ""},
+       {"--neighbours", ""}},
+      "Trains word vectors: skip-gram or CBOW with negative sampling, or with --subwords\n"
+      "fastText's model (a word is the mean of its row and its hashed character n-grams').\n"
+      "--data: a directory or file of tagged text (word/tag, the Brown corpus: ./scripts/fetch-brown)\n"
+      "or plain text, one sentence a line (--format auto: a directory or a file whose first word\n"
+      "has a '/' is tagged). --batch: corpus words per step. --output: the vectors as a .vec file\n"
+      "(word2vec's text format). --neighbours: comma-separated words whose nearest words to print.\n"
+      "A run gives the same vectors on any --threads; with --hogwild the threads train\n"
+      "at once without locks, as fastText's do (faster; repeatable on one thread only).",
+      {"--subwords", "--hogwild"});
   w2v::Options o;
   o.cbow = flag["--model"] == "cbow";
   if (!o.cbow && flag["--model"] != "skipgram") throw std::invalid_argument("--model: skipgram or cbow");
@@ -95,7 +99,10 @@ int main(int argc, char** argv) try {
   o.adam = flag["--optim"] == "adam";
   if (!o.adam && flag["--optim"] != "sgd") throw std::invalid_argument("--optim: sgd or adam");
   o.seed = flag.number("--seed");
-  if (o.dim == 0 || o.window == 0 || o.batch == 0) throw std::invalid_argument("--dim, --window, --batch: at least 1");
+  if (o.dim == 0 || o.window == 0 || o.batch == 0)
+    throw std::invalid_argument("--dim, --window, --batch: at least 1");
+  if (o.adam && flag.given("--hogwild"))
+    throw std::invalid_argument("--hogwild trains with SGD only (not --optim adam)");
   const std::size_t threads = std::max(1, flag.number("--threads"));
   tg::set_num_threads(threads);
 
@@ -126,11 +133,12 @@ int main(int argc, char** argv) try {
   std::printf("data: %s (%s): %zu sentences, %zu words; vocabulary %zu words (min count %lld), %lld tokens\n",
               path.c_str(), tagged ? "tagged" : "text", sentences.size(), words, vocab.size(),
               static_cast<long long>(o.min_count), static_cast<long long>(vocab.total));
-  std::printf("model: %s%s, dim %zu, window %zu, negative %zu, sample %g, lr %g decaying to 0, %s, batch %zu words, "
-              "%zu epochs, %zu thread%s, seed %llu\n",
-              o.cbow ? "cbow" : "skipgram", o.subwords ? " with subwords" : "", o.dim, o.window, o.negative, o.sample,
-              o.lr, o.adam ? "adam" : "sgd", o.batch, o.epochs, threads, threads == 1 ? "" : "s",
-              static_cast<unsigned long long>(o.seed));
+  std::printf(
+      "model: %s%s, dim %zu, window %zu, negative %zu, sample %g, lr %g decaying to 0, %s, batch %zu words, "
+      "%zu epochs, %zu thread%s%s, seed %llu\n",
+      o.cbow ? "cbow" : "skipgram", o.subwords ? " with subwords" : "", o.dim, o.window, o.negative, o.sample,
+      o.lr, o.adam ? "adam" : "sgd", o.batch, o.epochs, threads, threads == 1 ? "" : "s",
+      flag.given("--hogwild") ? " (hogwild)" : "", static_cast<unsigned long long>(o.seed));
   if (o.subwords) std::printf("subwords: %zu- to %zu-grams in %zu buckets\n", o.minn, o.maxn, o.buckets);
 
   // ---- training
@@ -140,25 +148,12 @@ int main(int argc, char** argv) try {
   const auto train_start = std::chrono::steady_clock::now();
   const double planned = static_cast<double>(o.epochs) * static_cast<double>(vocab.total);
   double done = 0;
-  std::vector<w2v::Batch> parts;
-  w2v::Batch batch;
+  const bool hogwild = flag.given("--hogwild");
   for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
-    double loss = 0;
-    std::size_t examples = 0;
-    for (std::size_t first = 0; first < corpus.sentences();) {
-      std::size_t last = first, size = 0;
-      while (last < corpus.sentences() && size < o.batch) {
-        size += corpus.starts[last + 1] - corpus.starts[last];
-        ++last;
-      }
-      w2v::build_batch(sampler, corpus, first, last, epoch, o, parts, batch);
-      const double lr = o.lr * std::max(1e-4, 1.0 - done / planned);
-      loss += model.step(batch, lr);
-      examples += batch.examples();
-      done += static_cast<double>(size);
-      first = last;
-    }
+    const auto [loss, examples] =
+        hogwild ? w2v::hogwild_epoch(model, sampler, corpus, epoch, threads, done, planned)
+                : w2v::train_epoch(model, sampler, corpus, epoch, done, planned);
     const double s = seconds_since(epoch_start);
     std::printf("epoch %zu  loss %.4f per example  %zu examples  %.2f s  %.0f words/s/thread\n", epoch,
                 loss / std::max<std::size_t>(examples, 1), examples, s,
@@ -166,12 +161,13 @@ int main(int argc, char** argv) try {
     std::fflush(stdout);
   }
   const double train_s = seconds_since(train_start);
-  std::printf("trained: %.0f words in %.2f s, %.0f words/s/thread (%.2f s with reading the corpus)\n", planned,
-              train_s, planned / train_s / static_cast<double>(threads), seconds_since(start));
+  std::printf("trained: %.0f words in %.2f s, %.0f words/s/thread (%.2f s with reading the corpus)\n",
+              planned, train_s, planned / train_s / static_cast<double>(threads), seconds_since(start));
 
   // ---- the vectors
   std::vector<std::vector<float>> vectors;
-  for (std::size_t i = 0; i < vocab.size(); ++i) vectors.push_back(model.vector(vocab.words[i], static_cast<int32_t>(i)));
+  for (std::size_t i = 0; i < vocab.size(); ++i)
+    vectors.push_back(model.vector(vocab.words[i], static_cast<int32_t>(i)));
   if (flag.given("--output")) {
     w2v::write_vec(flag["--output"], vocab.words, vectors);
     std::printf("wrote %s: %zu vectors of %zu\n", flag["--output"].c_str(), vectors.size(), o.dim);

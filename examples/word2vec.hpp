@@ -16,14 +16,17 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -54,8 +57,9 @@ inline Vocab build_vocab(const std::vector<tg::data::Sentence>& sentences, int64
   std::vector<std::pair<std::string, int64_t>> kept;
   for (auto& [w, c] : counts)
     if (c >= min_count) kept.emplace_back(w, c);
-  std::sort(kept.begin(), kept.end(),
-            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
   Vocab v;
   for (auto& [w, c] : kept) {
     v.id.emplace(w, static_cast<int32_t>(v.words.size()));
@@ -101,7 +105,8 @@ inline double keep_probability(int64_t count, int64_t total, double sample) {
 // (0.75: rare words are drawn more often than their share, frequent ones less),
 // as word2vec does: a table of `size` entries where word i fills a share
 // count_i^power / sum_j count_j^power, in order, and a draw is a uniform entry.
-inline std::vector<int32_t> unigram_table(const std::vector<int64_t>& counts, double power, std::size_t size) {
+inline std::vector<int32_t> unigram_table(const std::vector<int64_t>& counts, double power,
+                                          std::size_t size) {
   if (counts.empty()) throw std::invalid_argument("unigram_table: no words");
   double sum = 0;
   for (int64_t c : counts) sum += std::pow(static_cast<double>(c), power);
@@ -225,8 +230,7 @@ struct Sampler {
   std::vector<int32_t> table;  // the unigram^0.75 table
   std::vector<double> keep;    // keep_probability of each word
 
-  Sampler(const Vocab& v, const Options& o)
-      : table(unigram_table(v.counts, 0.75, o.table_size)) {
+  Sampler(const Vocab& v, const Options& o) : table(unigram_table(v.counts, 0.75, o.table_size)) {
     for (int64_t c : v.counts) keep.push_back(keep_probability(c, v.total, o.sample));
   }
 
@@ -316,6 +320,24 @@ inline void build_batch(const Sampler& sampler, const Corpus& c, std::size_t fir
 
 // ----------------------------------------------------------------- the model
 
+// The rows one batch reads, as row numbers of the input and output tables.
+struct Lookup {
+  std::vector<int64_t> in;    // input rows: one per example, or the bags' rows
+  std::vector<int64_t> bags;  // bag e is in[bags[e] .. bags[e + 1]); empty: no bags
+  std::vector<int64_t> pick;  // skip-gram with subwords: the bag of each pair
+  std::vector<int64_t> out;   // [examples, 1 + K]: each example's target, then its negatives
+  std::size_t examples = 0;
+  double mean_bag = 1.0;  // the mean number of rows in an example's input
+};
+
+// The tables a loss reads: an Embedding (skip-gram) or an EmbeddingBag (CBOW,
+// subwords) for the input, an Embedding for the output.
+struct Tables {
+  tg::nn::Embedding* in = nullptr;
+  tg::nn::EmbeddingBag* bags = nullptr;
+  tg::nn::Embedding* out = nullptr;
+};
+
 class Model {
  public:
   // Input vectors uniform in +-0.5 / dim (word2vec's start), output vectors 0.
@@ -325,16 +347,16 @@ class Model {
     Rng rng{mix(o.seed ^ 0x5eedULL)};
     for (float& x : w) x = static_cast<float>((rng.uniform() - 0.5) / static_cast<double>(o.dim));
     if (o.subwords || o.cbow)
-      bag_ = std::make_unique<tg::nn::EmbeddingBag>(
-          tg::nn::EmbeddingBag::from_pretrained(w, {.mode = tg::nn::EmbeddingBagMode::mean}, /*freeze=*/false));
+      bag_ = std::make_unique<tg::nn::EmbeddingBag>(tg::nn::EmbeddingBag::from_pretrained(
+          w, {.mode = tg::nn::EmbeddingBagMode::mean}, /*freeze=*/false));
     else
       emb_ = std::make_unique<tg::nn::Embedding>(tg::nn::Embedding::from_pretrained(w, {}, /*freeze=*/false));
     out_ = std::make_unique<tg::nn::Embedding>(
         tg::nn::Embedding::from_pretrained(xt::zeros<float>({vocab.size(), o.dim}), {}, /*freeze=*/false));
     if (o.subwords)
       for (std::size_t i = 0; i < vocab.size(); ++i)
-        rows_.push_back(subword_rows(vocab.words[i], static_cast<int32_t>(i), vocab.size(), o.minn, o.maxn,
-                                     o.buckets));
+        rows_.push_back(
+            subword_rows(vocab.words[i], static_cast<int32_t>(i), vocab.size(), o.minn, o.maxn, o.buckets));
     // Two groups, so that the input table can have a rate of its own (step()).
     std::vector<tg::optim::ParamGroup> groups{{.params = {in_weight()}}, {.params = {out_->weight}}};
     if (o.adam)
@@ -346,47 +368,62 @@ class Model {
     sign_ = tg::tensor(sign, {sign.size()});
   }
 
+  const Options& options() const { return o_; }
   tg::Tensor& in_weight() { return bag_ ? bag_->weight : emb_->weight; }
   tg::Tensor& out_weight() { return out_->weight; }
   tg::optim::Optimizer& optimizer() { return *opt_; }
 
-  // The input side of a batch: one vector per example, [examples, dim].
-  // Sets mean_bag_: the mean number of rows in an example's input.
-  tg::Tensor hidden(const Batch& b) {
-    mean_bag_ = 1.0;
-    if (o_.cbow) {  // the mean of the context's rows (and, with subwords, their n-grams')
-      tg::CsrBatch csr;
+  // The rows a batch reads, as row numbers of the two tables (add_rows()
+  // expands a word into its n-grams' rows). CBOW: the mean of the context's
+  // rows; skip-gram with subwords: each run of pairs of one center word shares
+  // its bag, which is averaged once and then picked for each pair.
+  Lookup lookup(const Batch& b) const {
+    Lookup l;
+    l.examples = b.examples();
+    l.out = b.targets;
+    if (o_.cbow) {
+      l.bags.push_back(0);
       for (std::size_t e = 0; e + 1 < b.bag_start.size(); ++e) {
-        for (int64_t k = b.bag_start[e]; k < b.bag_start[e + 1]; ++k) add_rows(b.bag[k], csr.indices);
-        csr.indptr.push_back(static_cast<int64_t>(csr.indices.size()));
+        for (int64_t k = b.bag_start[e]; k < b.bag_start[e + 1]; ++k) add_rows(b.bag[k], l.in);
+        l.bags.push_back(static_cast<int64_t>(l.in.size()));
       }
-      mean_bag_ = static_cast<double>(csr.indices.size()) / static_cast<double>(csr.rows());
-      return bag_->forward(csr);
-    }
-    if (!o_.subwords) return emb_->forward(tg::indices(std::vector<int64_t>(b.center.begin(), b.center.end())));
-    // Skip-gram with subwords: each run of pairs of one center word shares its
-    // bag, which is averaged once and then picked for each pair.
-    tg::CsrBatch csr;
-    std::vector<int64_t> pick;
-    for (std::size_t p = 0; p < b.center.size(); ++p) {
-      if (p == 0 || b.center[p] != b.center[p - 1]) {
-        add_rows(b.center[p], csr.indices);
-        csr.indptr.push_back(static_cast<int64_t>(csr.indices.size()));
+    } else if (o_.subwords) {
+      l.bags.push_back(0);
+      for (std::size_t p = 0; p < b.center.size(); ++p) {
+        if (p == 0 || b.center[p] != b.center[p - 1]) {
+          add_rows(b.center[p], l.in);
+          l.bags.push_back(static_cast<int64_t>(l.in.size()));
+        }
+        l.pick.push_back(static_cast<int64_t>(l.bags.size()) - 2);
       }
-      pick.push_back(static_cast<int64_t>(csr.indptr.size()) - 2);
+    } else {
+      l.in.assign(b.center.begin(), b.center.end());
     }
-    mean_bag_ = static_cast<double>(csr.indices.size()) / static_cast<double>(csr.rows());
-    return tg::index_select(bag_->forward(csr), 0, tg::indices(pick));
+    if (l.bags.size() > 1)
+      l.mean_bag = static_cast<double>(l.in.size()) / static_cast<double>(l.bags.size() - 1);
+    return l;
   }
 
-  // The batch's loss, summed over its examples: for scores s = [true target,
-  // K negatives], softplus(-s_0) + sum_k softplus(s_k).
-  tg::Tensor loss(const Batch& b) {
+  // The loss of a lookup's examples, summed: for scores s = [true target,
+  // K negatives], softplus(-s_0) + sum_k softplus(s_k). The tables are the
+  // model's own (tables()) or a Hogwild worker's copies of the rows it reads.
+  tg::Tensor loss(Lookup l, const Tables& t) const {
     const std::size_t cols = 1 + o_.negative;
-    tg::Tensor h = hidden(b);                                                        // [P, dim]
-    tg::Tensor scores = out_->dot(h, tg::indices(b.targets, {b.examples(), cols}));  // [P, 1 + K]
+    tg::Tensor h;  // [P, dim]: one input vector per example
+    if (l.bags.empty()) {
+      h = t.in->forward(tg::indices(std::move(l.in)));
+    } else {
+      tg::CsrBatch csr;
+      csr.indptr = std::move(l.bags);
+      csr.indices = std::move(l.in);
+      h = t.bags->forward(csr);
+      if (!l.pick.empty()) h = tg::index_select(h, 0, tg::indices(std::move(l.pick)));
+    }
+    tg::Tensor scores = t.out->dot(h, tg::indices(std::move(l.out), {l.examples, cols}));  // [P, 1 + K]
     return tg::sum(tg::softplus(scores * sign_));
   }
+  tg::Tensor loss(const Batch& b) { return loss(lookup(b), tables()); }
+  Tables tables() { return {emb_.get(), bag_.get(), out_.get()}; }
 
   // One step: the loss of the batch's examples on the tape, backward, and the
   // optimizer's update of the rows they touched. Returns the summed loss.
@@ -400,11 +437,13 @@ class Model {
   // itself: both tables get lr.)
   double step(const Batch& b, double lr) {
     if (b.examples() == 0) return 0.0;
-    tg::Tensor loss = this->loss(b);
+    Lookup l = lookup(b);
+    const double in_lr = o_.adam ? lr : lr * l.mean_bag;
+    tg::Tensor loss = this->loss(std::move(l), tables());
     opt_->zero_grad();
     loss.backward();
     opt_->set_lr(1, lr);
-    opt_->set_lr(0, o_.adam ? lr : lr * mean_bag_);
+    opt_->set_lr(0, in_lr);
     opt_->step();
     return loss.item();
   }
@@ -442,8 +481,210 @@ class Model {
   std::unique_ptr<tg::optim::Optimizer> opt_;
   std::vector<std::vector<int64_t>> rows_;  // subwords: each word's rows of the input table
   tg::Tensor sign_;
-  double mean_bag_ = 1.0;
 };
+
+// ---------------------------------------------------------------- training
+
+// One epoch the synchronous way: batches of about o.batch corpus words in
+// order, each built on the thread pool and trained by Model::step. `done`
+// counts the corpus words trained so far, for the rate's linear decay to
+// lr * 1e-4 at `planned`. A run repeats bit for bit on any number of threads.
+struct EpochLoss {
+  double loss = 0;  // summed over the examples
+  std::size_t examples = 0;
+};
+
+inline double decayed_lr(const Options& o, double done, double planned) {
+  return o.lr * std::max(1e-4, 1.0 - done / planned);
+}
+
+// Sentences [first, last): the first run of sentences from `first` that holds
+// at least `words` corpus words (or the rest). Returns last; adds the words to `size`.
+inline std::size_t batch_end(const Corpus& c, std::size_t first, std::size_t end, std::size_t words,
+                             std::size_t& size) {
+  std::size_t last = first;
+  for (size = 0; last < end && size < words; ++last) size += c.starts[last + 1] - c.starts[last];
+  return last;
+}
+
+inline EpochLoss train_epoch(Model& model, const Sampler& sampler, const Corpus& c, std::size_t epoch,
+                             double& done, double planned) {
+  const Options& o = model.options();
+  EpochLoss r;
+  std::vector<Batch> parts;
+  Batch batch;
+  for (std::size_t first = 0, size = 0; first < c.sentences();) {
+    const std::size_t last = batch_end(c, first, c.sentences(), o.batch, size);
+    build_batch(sampler, c, first, last, epoch, o, parts, batch);
+    r.loss += model.step(batch, decayed_lr(o, done, planned));
+    r.examples += batch.examples();
+    done += static_cast<double>(size);
+    first = last;
+  }
+  return r;
+}
+
+// Hogwild (Recht et al. 2011), as fastText and word2vec train on several
+// threads: each thread takes its own run of sentences and adds its updates to
+// the shared tables at once, without locks. Two threads that update one row at
+// the same moment may lose one of the two updates, which SGD shrugs off. To
+// keep that defined behaviour in C++ (and clean under ThreadSanitizer), every
+// read and write of a shared row goes through std::atomic_ref<float> with
+// relaxed order: a worker copies the rows its batch reads, runs the step on
+// the tape over the copies (the same lookups and sparse row gradients as
+// Model::step), and adds -lr * gradient into the shared rows. Alone, a worker
+// gives Model::step's SGD result bit for bit; on several threads the result
+// depends on how they interleave, as fastText's does.
+class HogwildWorker {
+ public:
+  HogwildWorker(Model& model, float* in_table, float* out_table, std::size_t in_rows, std::size_t out_rows)
+      : model_(model),
+        in_{in_table, std::vector<int32_t>(in_rows, -1), {}},
+        out_{out_table, std::vector<int32_t>(out_rows, -1), {}},
+        in_emb_(tg::nn::Embedding::from_pretrained(xt::zeros<float>({std::size_t{1}, model.options().dim}))),
+        in_bags_(
+            tg::nn::EmbeddingBag::from_pretrained(xt::zeros<float>({std::size_t{1}, model.options().dim}),
+                                                  {.mode = tg::nn::EmbeddingBagMode::mean})),
+        out_emb_(
+            tg::nn::Embedding::from_pretrained(xt::zeros<float>({std::size_t{1}, model.options().dim}))) {}
+
+  // One SGD step on a batch; returns its summed loss.
+  double step(const Batch& b, double lr) {
+    if (b.examples() == 0) return 0.0;
+    const std::size_t dim = model_.options().dim;
+    Lookup l = model_.lookup(b);
+    const float in_lr = static_cast<float>(lr * l.mean_bag), out_lr = static_cast<float>(lr);
+    in_.renumber(l.in);
+    out_.renumber(l.out);
+    // The copies become the tables' weights: leaves whose gradients are the step's.
+    const bool bags = !l.bags.empty();
+    (bags ? in_bags_.weight : in_emb_.weight) = tg::Tensor(in_.copy(dim), true);
+    out_emb_.weight = tg::Tensor(out_.copy(dim), true);
+    tg::Tensor loss = model_.loss(std::move(l), {&in_emb_, &in_bags_, &out_emb_});
+    loss.backward();
+    in_.subtract((bags ? in_bags_.weight : in_emb_.weight).grad(), in_lr, dim);
+    out_.subtract(out_emb_.weight.grad(), out_lr, dim);
+    in_.forget();
+    out_.forget();
+    return loss.item();
+  }
+
+ private:
+  // A shared table and the worker's numbering of the rows one batch reads.
+  struct Rows {
+    float* table;
+    std::vector<int32_t> place;  // a table row's row in the copy, or -1
+    std::vector<int64_t> rows;   // the copy's rows, by their place
+
+    // Renumbers ids into places 0, 1, ... of the copy, in the order first seen.
+    void renumber(std::vector<int64_t>& ids) {
+      for (int64_t& id : ids) {
+        int32_t& p = place[static_cast<std::size_t>(id)];
+        if (p < 0) {
+          p = static_cast<int32_t>(rows.size());
+          rows.push_back(id);
+        }
+        id = p;
+      }
+    }
+    tg::Array copy(std::size_t dim) const {
+      tg::Array c = xt::empty<float>({rows.size(), dim});
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (i + 4 < rows.size()) prefetch(table + rows[i + 4] * dim, dim);
+        float* from = table + rows[i] * dim;
+        float* to = c.data() + i * dim;
+        for (std::size_t d = 0; d < dim; ++d)
+          to[d] = std::atomic_ref<float>(from[d]).load(std::memory_order_relaxed);
+      }
+      return c;
+    }
+    // table[rows[i]] -= lr * gradient row i, for each row of the gradient (SGD's step).
+    void subtract(const tg::Grad& g, float lr, std::size_t dim) {
+      const auto update = [&](std::size_t i, const float* gi) {
+        float* p = table + rows[i] * dim;
+        for (std::size_t d = 0; d < dim; ++d) {
+          std::atomic_ref<float> x(p[d]);
+          x.store(x.load(std::memory_order_relaxed) - lr * gi[d], std::memory_order_relaxed);
+        }
+      };
+      if (g.is_sparse()) {
+        const std::vector<int64_t>& r = g.sparse().rows;
+        for (std::size_t k = 0; k < r.size(); ++k) {
+          if (k + 4 < r.size()) prefetch(table + rows[static_cast<std::size_t>(r[k + 4])] * dim, dim);
+          update(static_cast<std::size_t>(r[k]), g.sparse().values.data() + k * dim);
+        }
+      } else if (!g.empty()) {
+        for (std::size_t i = 0; i < rows.size(); ++i) update(i, g.dense().data() + i * dim);
+      }
+    }
+    // The rows are scattered over a table larger than the caches: each loop
+    // asks for the row it will reach four rows later, so the reads overlap.
+    static void prefetch(const float* row, std::size_t dim) {
+      for (std::size_t d = 0; d < dim; d += 16) __builtin_prefetch(row + d);
+    }
+    void forget() {
+      for (int64_t r : rows) place[static_cast<std::size_t>(r)] = -1;
+      rows.clear();
+    }
+  };
+
+  Model& model_;
+  Rows in_, out_;
+  tg::nn::Embedding in_emb_;      // the input table's copy, skip-gram
+  tg::nn::EmbeddingBag in_bags_;  // the input table's copy, CBOW and subwords
+  tg::nn::Embedding out_emb_;     // the output table's copy
+};
+
+// One epoch on `threads` Hogwild workers: worker t trains on the t-th of
+// `threads` equal runs of the sentences, in batches of about o.batch words,
+// and the rate decays with the words all of them have trained (`done`).
+// SGD only (Adam's moments would be shared state of their own).
+inline EpochLoss hogwild_epoch(Model& model, const Sampler& sampler, const Corpus& c, std::size_t epoch,
+                               std::size_t threads, double& done, double planned) {
+  const Options& o = model.options();
+  if (o.adam) throw std::invalid_argument("word2vec: --hogwild trains with SGD only (not --optim adam)");
+  // Each worker's ops run on its own thread alone (the pool's size is put back after).
+  const std::size_t pool_threads = tg::get_num_threads();
+  tg::set_num_threads(1);
+  float* in = model.in_weight().value_mut().data();
+  float* out = model.out_weight().value_mut().data();
+  const std::size_t in_rows = model.in_weight().shape()[0], out_rows = model.out_weight().shape()[0];
+  std::atomic<uint64_t> words{0};
+  std::vector<EpochLoss> parts(threads);
+  std::vector<std::exception_ptr> errors(threads);
+  const double start = done;
+  const auto work = [&](std::size_t t) {
+    try {
+      HogwildWorker worker(model, in, out, in_rows, out_rows);
+      const std::size_t end = c.sentences() * (t + 1) / threads;
+      Batch batch;
+      for (std::size_t first = c.sentences() * t / threads, size = 0; first < end;) {
+        const std::size_t last = batch_end(c, first, end, o.batch, size);
+        batch.clear();
+        for (std::size_t s = first; s < last; ++s) sampler.sentence(c, s, epoch, o, batch);
+        const double lr =
+            decayed_lr(o, start + static_cast<double>(words.load(std::memory_order_relaxed)), planned);
+        parts[t].loss += worker.step(batch, lr);
+        parts[t].examples += batch.examples();
+        words.fetch_add(size, std::memory_order_relaxed);
+        first = last;
+      }
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& th : pool) th.join();
+  tg::set_num_threads(pool_threads);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  done = start + static_cast<double>(words.load());
+  EpochLoss r;
+  for (const EpochLoss& p : parts) r.loss += p.loss, r.examples += p.examples;
+  return r;
+}
 
 // ------------------------------------------------------------- the .vec file
 
@@ -488,7 +729,8 @@ inline VecFile read_vec(const std::string& path) {
       in >> t;
       std::from_chars(t.data(), t.data() + t.size(), x);
     }
-    if (!in) throw std::runtime_error("read_vec: " + path + " ends before its " + std::to_string(count) + " words");
+    if (!in)
+      throw std::runtime_error("read_vec: " + path + " ends before its " + std::to_string(count) + " words");
     f.words.push_back(std::move(word));
     f.vectors.push_back(std::move(v));
   }
@@ -516,8 +758,9 @@ inline std::vector<std::pair<std::size_t, double>> nearest(const std::vector<std
   for (std::size_t i = 0; i < vectors.size(); ++i)
     if (static_cast<int64_t>(i) != skip) all.emplace_back(i, cosine(vectors[i], query));
   k = std::min(k, all.size());
-  std::partial_sort(all.begin(), all.begin() + k, all.end(),
-                    [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  std::partial_sort(all.begin(), all.begin() + k, all.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
   all.resize(k);
   return all;
 }

@@ -42,8 +42,8 @@ w2v::Vocab make_vocab(const std::vector<int64_t>& counts) {
 // Two topics of six words; each sentence draws 8 words from one topic. Words of
 // one topic share their contexts, words of the other never meet them.
 std::vector<tg::data::Sentence> two_topics(std::size_t sentences, uint64_t seed) {
-  const std::vector<std::vector<std::string>> topics = {
-      {"cat", "dog", "horse", "cow", "sheep", "goat"}, {"red", "green", "blue", "yellow", "white", "black"}};
+  const std::vector<std::vector<std::string>> topics = {{"cat", "dog", "horse", "cow", "sheep", "goat"},
+                                                        {"red", "green", "blue", "yellow", "white", "black"}};
   w2v::Rng rng{seed};
   std::vector<tg::data::Sentence> out;
   for (std::size_t s = 0; s < sentences; ++s) {
@@ -55,26 +55,24 @@ std::vector<tg::data::Sentence> two_topics(std::size_t sentences, uint64_t seed)
   return out;
 }
 
-// Trains on `sentences` and returns each vocabulary word's vector.
+// Trains on `sentences` and returns each vocabulary word's vector: the
+// synchronous way, or with `hogwild` threads as fastText trains.
 std::vector<std::vector<float>> train(const std::vector<tg::data::Sentence>& sentences, const w2v::Options& o,
-                                      w2v::Vocab& vocab) {
+                                      w2v::Vocab& vocab, std::size_t hogwild = 0) {
   vocab = w2v::build_vocab(sentences, o.min_count);
   const w2v::Corpus corpus = w2v::encode(sentences, vocab);
   const w2v::Sampler sampler(vocab, o);
   w2v::Model model(vocab, o);
-  std::vector<w2v::Batch> parts;
-  w2v::Batch batch;
   const double planned = static_cast<double>(o.epochs * corpus.ids.size());
   double done = 0;
   for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch)
-    for (std::size_t first = 0; first < corpus.sentences(); first += 10) {
-      const std::size_t last = std::min(first + 10, corpus.sentences());
-      w2v::build_batch(sampler, corpus, first, last, epoch, o, parts, batch);
-      model.step(batch, o.lr * std::max(1e-4, 1.0 - done / planned));
-      done += static_cast<double>(corpus.starts[last] - corpus.starts[first]);
-    }
+    if (hogwild)
+      w2v::hogwild_epoch(model, sampler, corpus, epoch, hogwild, done, planned);
+    else
+      w2v::train_epoch(model, sampler, corpus, epoch, done, planned);
   std::vector<std::vector<float>> vectors;
-  for (std::size_t i = 0; i < vocab.size(); ++i) vectors.push_back(model.vector(vocab.words[i], static_cast<int32_t>(i)));
+  for (std::size_t i = 0; i < vocab.size(); ++i)
+    vectors.push_back(model.vector(vocab.words[i], static_cast<int32_t>(i)));
   return vectors;
 }
 
@@ -101,13 +99,14 @@ TEST_SUITE("word2vec") {
     CHECK(a.weight.grad().sparse().rows == std::vector<int64_t>{0, 1, 2, 3, 5, 6, 8});
     CHECK(allclose(a.weight.grad_dense(), b.weight.grad_dense()));
 
-    const tg::GradcheckReport r = tg::gradcheck(
-        [&](const std::vector<Tensor>& in) { return a.dot(in[1], ids); }, {a.weight, h1});
+    const tg::GradcheckReport r =
+        tg::gradcheck([&](const std::vector<Tensor>& in) { return a.dot(in[1], ids); }, {a.weight, h1});
     CHECK_MESSAGE(r.ok, r.str());
 
-    CHECK_THROWS_AS(a.dot(tg::randn({5, 3}, gen), ids), std::invalid_argument);     // dim 3 for a table of 4
-    CHECK_THROWS_AS(a.dot(tg::randn({4, 4}, gen), ids), std::invalid_argument);     // 4 rows for 5 of ids
-    CHECK_THROWS_AS(a.dot(h1, Indices{{9, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}), std::out_of_range);
+    CHECK_THROWS_AS(a.dot(tg::randn({5, 3}, gen), ids), std::invalid_argument);  // dim 3 for a table of 4
+    CHECK_THROWS_AS(a.dot(tg::randn({4, 4}, gen), ids), std::invalid_argument);  // 4 rows for 5 of ids
+    CHECK_THROWS_AS(a.dot(h1, Indices{{9, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}),
+                    std::out_of_range);
   }
 
   TEST_CASE("the negative-sampling loss and its gradients are PyTorch's") {
@@ -197,7 +196,8 @@ TEST_SUITE("word2vec") {
       }
       csr.indptr.push_back(static_cast<int64_t>(csr.indices.size()));
     }
-    nn::Embedding out_a(vocab, dim, {}, gen), out_b = nn::Embedding::from_pretrained(out_a.weight.value(), {}, false);
+    nn::Embedding out_a(vocab, dim, {}, gen),
+        out_b = nn::Embedding::from_pretrained(out_a.weight.value(), {}, false);
     const Indices targets = {{1, 2, 3}, {0, 3, 3}, {3, 1, 0}, {2, 0, 1}};
     const Tensor sign = Tensor{-1.0f, 1.0f, 1.0f};
     tg::sum(tg::softplus(out_a.dot(bag(csr), targets) * sign)).backward();
@@ -242,8 +242,9 @@ TEST_SUITE("word2vec") {
       REQUIRE(batch.examples() > 0);
       std::set<int64_t> in_rows, out_rows(batch.targets.begin(), batch.targets.end());
       for (int32_t c : batch.center)
-        for (int64_t r : subwords ? w2v::subword_rows(vocab.words[c], c, vocab.size(), o.minn, o.maxn, o.buckets)
-                                  : std::vector<int64_t>{c})
+        for (int64_t r : subwords
+                             ? w2v::subword_rows(vocab.words[c], c, vocab.size(), o.minn, o.maxn, o.buckets)
+                             : std::vector<int64_t>{c})
           in_rows.insert(r);
       // the corpus words of sentences 3 and 4 are the centers (sample 0 keeps them all)
       CHECK(std::set<int32_t>(batch.center.begin(), batch.center.end()) ==
@@ -251,11 +252,13 @@ TEST_SUITE("word2vec") {
       const Array in_before = model.in_weight().value(), out_before = model.out_weight().value();
       model.step(batch, o.lr);
       CHECK(model.in_weight().grad().sparse().rows == std::vector<int64_t>(in_rows.begin(), in_rows.end()));
-      CHECK(model.out_weight().grad().sparse().rows == std::vector<int64_t>(out_rows.begin(), out_rows.end()));
+      CHECK(model.out_weight().grad().sparse().rows ==
+            std::vector<int64_t>(out_rows.begin(), out_rows.end()));
       const auto moved = [&](const Array& before, const Array& after) {
         std::set<int64_t> rows;
         for (std::size_t r = 0; r < before.shape()[0]; ++r)
-          if (!std::equal(before.data() + r * o.dim, before.data() + (r + 1) * o.dim, after.data() + r * o.dim))
+          if (!std::equal(before.data() + r * o.dim, before.data() + (r + 1) * o.dim,
+                          after.data() + r * o.dim))
             rows.insert(static_cast<int64_t>(r));
         return rows;
       };
@@ -264,7 +267,8 @@ TEST_SUITE("word2vec") {
     }
   }
 
-  TEST_CASE("word2vec's subword model on a corpus batch: its sparse gradient is a dense Linear's over the bags") {
+  TEST_CASE(
+      "word2vec's subword model on a corpus batch: its sparse gradient is a dense Linear's over the bags") {
     // Model with --subwords: a word's input is the mean of its rows (its own and
     // its n-grams'), an EmbeddingBag in mean mode. Written as word2vec's network,
     // that is a bias-free Linear [rows -> dim] applied to a row of weights that
@@ -359,7 +363,8 @@ TEST_SUITE("word2vec") {
     for (int32_t w : table) ++entries[w];
     for (std::size_t i = 0; i < counts.size(); ++i) {
       CAPTURE(i);
-      const double expected = std::pow(double(counts[i]), 0.75) / sum * size;  // 1000: 65,110 entries of 100,000
+      const double expected =
+          std::pow(double(counts[i]), 0.75) / sum * size;  // 1000: 65,110 entries of 100,000
       CHECK(std::abs(double(entries[i]) - expected) <= 2.0);
     }
     CHECK(std::is_sorted(table.begin(), table.end()));  // word by word, as word2vec fills it
@@ -367,7 +372,7 @@ TEST_SUITE("word2vec") {
 
   TEST_CASE("subsampling keeps a word with probability min(1, sqrt(t / f) + t / f)") {
     CHECK(w2v::keep_probability(10000, 1000000, 1e-4) == doctest::Approx(0.11));  // f = 0.01: 0.1 + 0.01
-    CHECK(w2v::keep_probability(100, 1000000, 1e-4) == 1.0);                      // f = t: sqrt(1) + 1, capped
+    CHECK(w2v::keep_probability(100, 1000000, 1e-4) == 1.0);  // f = t: sqrt(1) + 1, capped
     CHECK(w2v::keep_probability(60000, 1000000, 1e-3) == doctest::Approx(std::sqrt(1.0 / 60) + 1.0 / 60));
     CHECK(w2v::keep_probability(60000, 1000000, 0.0) == 1.0);  // no subsampling
 
@@ -416,52 +421,76 @@ TEST_SUITE("word2vec") {
   TEST_CASE("on a tiny corpus of two topics, each word's nearest words are of its topic") {
     const std::vector<tg::data::Sentence> sentences = two_topics(400, 5);
     const std::set<std::string> animals = {"cat", "dog", "horse", "cow", "sheep", "goat"};
-    for (const std::string model : {"skipgram", "cbow", "subwords"}) {
-      CAPTURE(model);
-      w2v::Options o;
-      o.cbow = model == "cbow";
-      o.subwords = model == "subwords";
-      o.buckets = 1000;
-      o.dim = 16;
-      o.window = 3;
-      o.negative = 3;
-      o.epochs = 3;
-      o.min_count = 1;
-      o.sample = 0;
-      o.lr = 0.05;
-      o.table_size = 10000;
-      w2v::Vocab vocab;
-      const auto vectors = train(sentences, o, vocab);
-      REQUIRE(vocab.size() == 12);
-      double same = 0, other = 0;
-      int same_n = 0, other_n = 0;
-      for (std::size_t i = 0; i < vocab.size(); ++i) {
-        const bool topic = animals.count(vocab.words[i]) > 0;
-        // the 5 nearest words are the other 5 of the topic
-        for (const auto& [j, c] : w2v::nearest(vectors, vectors[i], 5, static_cast<int64_t>(i))) {
-          CAPTURE(vocab.words[i]);
-          CAPTURE(vocab.words[j]);
-          CHECK((animals.count(vocab.words[j]) > 0) == topic);
+    for (const std::string model : {"skipgram", "cbow", "subwords"})
+      for (const std::size_t hogwild : {0, 2}) {  // synchronous, then Hogwild on 2 threads
+        CAPTURE(model);
+        CAPTURE(hogwild);
+        w2v::Options o;
+        o.cbow = model == "cbow";
+        o.subwords = model == "subwords";
+        o.batch = 80;  // 10 sentences
+        o.buckets = 1000;
+        o.dim = 16;
+        o.window = 3;
+        o.negative = 3;
+        o.epochs = 3;
+        o.min_count = 1;
+        o.sample = 0;
+        o.lr = 0.05;
+        o.table_size = 10000;
+        w2v::Vocab vocab;
+        const auto vectors = train(sentences, o, vocab, hogwild);
+        REQUIRE(vocab.size() == 12);
+        double same = 0, other = 0;
+        int same_n = 0, other_n = 0;
+        for (std::size_t i = 0; i < vocab.size(); ++i) {
+          const bool topic = animals.count(vocab.words[i]) > 0;
+          // the 5 nearest words are the other 5 of the topic
+          for (const auto& [j, c] : w2v::nearest(vectors, vectors[i], 5, static_cast<int64_t>(i))) {
+            CAPTURE(vocab.words[i]);
+            CAPTURE(vocab.words[j]);
+            CHECK((animals.count(vocab.words[j]) > 0) == topic);
+          }
+          for (std::size_t j = 0; j < vocab.size(); ++j) {
+            if (j == i) continue;
+            const double c = w2v::cosine(vectors[i], vectors[j]);
+            ((animals.count(vocab.words[j]) > 0) == topic ? same : other) += c;
+            ++((animals.count(vocab.words[j]) > 0) == topic ? same_n : other_n);
+          }
         }
-        for (std::size_t j = 0; j < vocab.size(); ++j) {
-          if (j == i) continue;
-          const double c = w2v::cosine(vectors[i], vectors[j]);
-          ((animals.count(vocab.words[j]) > 0) == topic ? same : other) += c;
-          ++((animals.count(vocab.words[j]) > 0) == topic ? same_n : other_n);
-        }
+        CHECK(same / same_n > other / other_n + 0.5);  // about 1.0 and 0.05 here
       }
-      CHECK(same / same_n > other / other_n + 0.5);  // about 1.0 and 0.05 here
-    }
   }
 
   TEST_CASE("the Brown corpus reader keeps the words, lowercased, and drops the tags") {
     const std::string dir = tg::test::source_path("tests/data/brown_sample");
     const std::vector<tg::data::Sentence> s = tg::data::read_tagged_sentences(dir);
     REQUIRE(s.size() == 4);  // two sentences from each of the two files, ca01 first
-    CHECK(s[0] == tg::data::Sentence{"the", "fulton", "county", "grand", "jury", "said", "friday", "an",
-                                      "investigation", "of", "atlanta's", "recent", "primary", "election",
-                                      "produced", "``", "no", "evidence", "''", "that", "any", "irregularities",
-                                      "took", "place", "."});
+    CHECK(s[0] == tg::data::Sentence{"the",
+                                     "fulton",
+                                     "county",
+                                     "grand",
+                                     "jury",
+                                     "said",
+                                     "friday",
+                                     "an",
+                                     "investigation",
+                                     "of",
+                                     "atlanta's",
+                                     "recent",
+                                     "primary",
+                                     "election",
+                                     "produced",
+                                     "``",
+                                     "no",
+                                     "evidence",
+                                     "''",
+                                     "that",
+                                     "any",
+                                     "irregularities",
+                                     "took",
+                                     "place",
+                                     "."});
     CHECK(s[2][0] == "dear");
     CHECK(s[3].back() == ".");
     CHECK(tg::data::read_tagged_sentences(dir + "/cr09", {.lowercase = false})[0][0] == "Dear");
