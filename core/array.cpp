@@ -11,6 +11,8 @@
 #include <malloc.h>
 #endif
 
+#include "check.hpp"
+
 namespace tg {
 
 std::string shape_str(std::span<const std::size_t> shape) {
@@ -22,11 +24,9 @@ std::string shape_str(std::span<const std::size_t> shape) {
 }
 
 std::size_t wrap_index(const char* what, int64_t i, std::size_t n) {
-  const int64_t len = static_cast<int64_t>(n);
-  if (i < -len || i >= len)
-    throw std::out_of_range(std::string(what) + " " + std::to_string(i) +
-                            " is out of range for a dim of size " + std::to_string(n));
-  return static_cast<std::size_t>(i < 0 ? i + len : i);
+  const std::size_t at = wrapped(i, n);
+  check<std::out_of_range>(at < n, what, " ", i, " is out of range for a dim of size ", n);
+  return at;
 }
 
 std::size_t checked_numel(const char* op, const Shape& shape, std::size_t element_size) {
@@ -41,8 +41,7 @@ std::size_t checked_numel(const char* op, const Shape& shape, std::size_t elemen
     if (!overflow) n *= d;
   }
   if (overflow)
-    throw std::length_error(std::string(op) + ": shape " + shape_str(shape) +
-                            " has more elements than memory can address");
+    throw std::length_error(message(op, ": shape ", shape, " has more elements than memory can address"));
   return n;
 }
 
@@ -53,8 +52,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     std::size_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
     std::size_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw std::invalid_argument(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
-                                  " cannot be broadcast together");
+      throw std::invalid_argument(message(op, ": shapes ", a, " and ", b, " cannot be broadcast together"));
     out[i] = da == 1 ? db : da;
   }
   return out;

@@ -58,7 +58,13 @@ Shape shape_of(const A& a) {  // an xtensor array's shape as a Shape
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
 // Position i along a dim of n, negative counting from the end (as PyTorch
-// indexes); throws std::out_of_range naming `what` unless -n <= i < n.
+// indexes); n itself (past the end) unless -n <= i < n. The one place that
+// wraps: wrap_index and normalize_dim (core/ops.hpp) throw on top of it.
+inline std::size_t wrapped(int64_t i, std::size_t n) {
+  const auto len = static_cast<int64_t>(n);
+  return i < -len || i >= len ? n : static_cast<std::size_t>(i < 0 ? i + len : i);
+}
+// wrapped(i, n), or std::out_of_range naming `what` unless -n <= i < n.
 std::size_t wrap_index(const char* what, int64_t i, std::size_t n);
 
 // The number of elements of `shape`. Throws std::length_error naming `op` and the

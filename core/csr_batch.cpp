@@ -4,11 +4,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "check.hpp"
+
 namespace tg {
 
 void check_csr(const CsrBatch& batch, std::string_view caller) {
   auto fail = [&](const std::string& reason) {
-    throw std::invalid_argument(std::string(caller) + ": bad CSR batch: " + reason);
+    throw std::invalid_argument(message(caller, ": bad CSR batch: ", reason));
   };
   if (batch.num_cols < 0) fail("num_cols " + std::to_string(batch.num_cols) + " < 0");
   if (batch.indptr.empty()) fail("indptr is empty (it needs rows + 1 entries)");

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "check.hpp"
+
 namespace tg {
 
 Generator::Generator(uint64_t seed) : state_(std::make_shared<State>()) {
@@ -94,8 +96,8 @@ template <class T>
 static xt::xarray<T> from_values(const char* op, const T* data, std::size_t count, const Shape& shape) {
   const std::size_t n = checked_numel(op, shape, sizeof(T));
   if (count != n)
-    throw std::invalid_argument(std::string(op) + ": " + std::to_string(count) + " values do not fit shape " +
-                                shape_str(shape) + " (" + std::to_string(n) + " elements)");
+    throw std::invalid_argument(
+        message(op, ": ", count, " values do not fit shape ", shape, " (", n, " elements)"));
   xt::xarray<T> a = xt::empty<T>(shape);
   std::copy_n(data, count, a.data());
   return a;
@@ -109,7 +111,8 @@ Tensor tensor(const std::vector<float>& values) {
 }
 Tensor tensor(const float* data, const Dims& shape, bool requires_grad) {
   const std::size_t n = checked_numel("tensor", shape);
-  if (data == nullptr && n > 0) throw std::invalid_argument("tensor: null pointer for shape " + shape_str(shape));
+  if (data == nullptr && n > 0)
+    throw std::invalid_argument(message("tensor: null pointer for shape ", shape));
   return Tensor(from_values("tensor", data, n, shape), requires_grad);
 }
 Indices indices(const std::vector<int64_t>& values, const Dims& shape) {
@@ -120,7 +123,8 @@ Indices indices(const std::vector<int64_t>& values) {
 }
 Indices indices(const int64_t* data, const Dims& shape) {
   const std::size_t n = checked_numel("indices", shape, sizeof(int64_t));
-  if (data == nullptr && n > 0) throw std::invalid_argument("indices: null pointer for shape " + shape_str(shape));
+  if (data == nullptr && n > 0)
+    throw std::invalid_argument(message("indices: null pointer for shape ", shape));
   return from_values("indices", data, n, shape);
 }
 
@@ -128,15 +132,15 @@ Indices indices(const int64_t* data, const Dims& shape) {
 // checking that step goes that way (PyTorch's checks and count).
 static std::size_t arange_count(double start, double end, double step) {
   if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
-    throw std::invalid_argument("arange: start " + std::to_string(start) + ", end " + std::to_string(end) +
-                                " and step " + std::to_string(step) + " must be finite");
+    throw std::invalid_argument(
+        message("arange: start ", start, ", end ", end, " and step ", step, " must be finite"));
   if (step == 0) throw std::invalid_argument("arange: step must be nonzero");
   if ((step > 0 && end < start) || (step < 0 && end > start))
-    throw std::invalid_argument("arange: step " + std::to_string(step) + " does not lead from start " +
-                                std::to_string(start) + " to end " + std::to_string(end));
+    throw std::invalid_argument(
+        message("arange: step ", step, " does not lead from start ", start, " to end ", end));
   const double n = std::ceil((end - start) / step);
   if (n > 1e12)  // also keeps the conversion below defined
-    throw std::invalid_argument("arange: " + std::to_string(n) + " elements are too many");
+    throw std::invalid_argument(message("arange: ", n, " elements are too many"));
   return static_cast<std::size_t>(n);
 }
 

@@ -2,7 +2,8 @@
 #include "grad.hpp"
 
 #include <algorithm>
-#include <stdexcept>
+
+#include "check.hpp"
 
 namespace tg {
 
@@ -12,16 +13,16 @@ Grad::Grad(SparseRows g) {
 }
 
 const Array& Grad::dense() const {
-  if (!is_dense()) throw std::logic_error("Grad::dense: the gradient is not a dense array");
+  check<std::logic_error>(is_dense(), "Grad::dense: the gradient is not a dense array");
   return std::get<Array>(slot_);
 }
 Array& Grad::dense_mut() {
-  if (!is_dense()) throw std::logic_error("Grad::dense_mut: the gradient is not a dense array");
+  check<std::logic_error>(is_dense(), "Grad::dense_mut: the gradient is not a dense array");
   return std::get<Array>(slot_);
 }
 
 const SparseRows& Grad::sparse() const {
-  if (!is_sparse()) throw std::logic_error("Grad::sparse: the gradient is not SparseRows");
+  check<std::logic_error>(is_sparse(), "Grad::sparse: the gradient is not SparseRows");
   return std::get<SparseRows>(slot_);
 }
 
@@ -38,20 +39,14 @@ Array::shape_type Grad::shape() const {
 }
 
 bool Grad::has_shape(std::span<const std::size_t> shape) const {
-  if (is_dense()) return std::ranges::equal(dense().shape(), shape);
-  if (is_sparse()) return shape.size() == 2 && shape[0] == sparse().num_rows && shape[1] == sparse().cols();
-  return shape.empty();
+  return std::ranges::equal(this->shape(), shape);
 }
 
 void Grad::accumulate(Grad&& g, std::span<const std::size_t> shape) {
-  if (!g.has_shape(shape))
-    throw std::invalid_argument(std::string("accumulate_grad: ") + (g.is_sparse() ? "SparseRows " : "") +
-                                "gradient of shape " + shape_str(g.shape()) + " for a tensor of shape " +
-                                shape_str(shape));
-  if (!empty() && !has_shape(shape))  // an in-place write changed the tensor's shape since
-    throw std::invalid_argument("accumulate_grad: the gradient held has shape " + shape_str(this->shape()) +
-                                " but the tensor now has shape " + shape_str(shape) +
-                                " (changed in place?); call zero_grad() first");
+  check(g.has_shape(shape), "accumulate_grad: ", g.is_sparse() ? "SparseRows " : "", "gradient of shape ",
+        g.shape(), " for a tensor of shape ", shape);
+  check(empty() || has_shape(shape), "accumulate_grad: the gradient held has shape ", this->shape(),
+        " but the tensor now has shape ", shape, " (changed in place?); call zero_grad() first");
   if (empty())
     *this = std::move(g);
   else if (is_dense() && g.is_dense())

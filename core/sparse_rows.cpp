@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "check.hpp"
+
 namespace tg {
 
 // Row i of a row-major [n, cols] array. Not &a(i, 0): with cols = 0 that binds
@@ -22,15 +24,15 @@ Array SparseRows::to_dense() const {
 
 void SparseRows::check(const char* where) const {
   if (values.shape()[0] != rows.size())
-    throw std::invalid_argument(std::string(where) + ": SparseRows has " + std::to_string(rows.size()) +
-                                " rows but values of shape " + shape_str(shape_of(values)));
+    throw std::invalid_argument(
+        message(where, ": SparseRows has ", rows.size(), " rows but values of shape ", shape_of(values)));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || static_cast<std::size_t>(rows[i]) >= num_rows)
-      throw std::out_of_range(std::string(where) + ": SparseRows row " + std::to_string(rows[i]) +
-                              " out of range for " + std::to_string(num_rows) + " rows");
+      throw std::out_of_range(
+          message(where, ": SparseRows row ", rows[i], " out of range for ", num_rows, " rows"));
     if (i > 0 && rows[i] <= rows[i - 1])
-      throw std::invalid_argument(std::string(where) + ": SparseRows rows are not sorted and unique (" +
-                                  std::to_string(rows[i - 1]) + " before " + std::to_string(rows[i]) + ")");
+      throw std::invalid_argument(message(where, ": SparseRows rows are not sorted and unique (", rows[i - 1],
+                                          " before ", rows[i], ")"));
   }
 }
 

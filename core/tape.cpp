@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <optional>
-#include <stdexcept>
 #include <unordered_map>
 
+#include "check.hpp"
 #include "kernels/reduce.hpp"
 
 namespace tg {
@@ -59,16 +59,10 @@ std::vector<std::shared_ptr<Node>> Tape::live_entries() {
 
 static thread_local const char* current_group = nullptr;
 
-OpGroup::OpGroup(const char* name) : previous_(current_group) {
-  if (!current_group) current_group = name;
-}
-OpGroup::~OpGroup() {
-  current_group = previous_;
-}
+OpGroup::OpGroup(const char* name) : ScopedSetting(current_group, current_group ? current_group : name) {}
 
 Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardFn backward) {
-  const bool recorded = is_grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
-                                                         [](const Tensor& t) { return t.requires_grad(); });
+  const bool recorded = is_grad_enabled() && std::ranges::any_of(inputs, &Tensor::requires_grad);
   if (StepHook* hook = step_hook()) hook->forward(op, value, node_counter.load(), recorded);
   Tensor out(std::move(value));
   if (!recorded) return out;
@@ -77,8 +71,7 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardF
   node->op = std::move(op);
   if (current_group) node->group = current_group;
   node->inputs.reserve(inputs.size());
-  for (const Tensor& t : inputs)
-    node->inputs.push_back({t, t.version(), t.value().shape(), t.requires_grad()});
+  for (Tensor& t : inputs) node->inputs.push_back({t, t.version(), t.value().shape(), t.requires_grad()});
   node->output = out.impl();
   node->output_shape = out.value().shape();
   node->backward = std::move(backward);
@@ -92,32 +85,32 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardF
 // ------------------------------------------------------------ saved values
 
 static std::string entry_str(const Node& n) {
-  return "op '" + n.op + "' (tape entry " + std::to_string(n.index) + ")";
+  return message("op '", n.op, "' (tape entry ", n.index, ")");
 }
 static std::string input_str(const Node& n, std::size_t i) {
   const Tensor& t = n.inputs[i].tensor;
-  return "input " + std::to_string(i) + " of " + entry_str(n) + ", " +
-         (t.name().empty() ? "a tensor" : "'" + t.name() + "'") + " of shape " + shape_str(t.shape());
+  return message("input ", i, " of ", entry_str(n), ", ",
+                 t.name().empty() ? "a tensor" : "'" + t.name() + "'", " of shape ", t.value().shape());
 }
 
 const Array& Node::input(std::size_t i) const {
   const Input& in = inputs.at(i);
   if (in.tensor.version() != in.version)
-    throw std::logic_error("backward: " + input_str(*this, i) +
-                           ", was modified in place after it was used by " + entry_str(*this) + ": version " +
-                           std::to_string(in.tensor.version()) + ", expected " + std::to_string(in.version) +
-                           ". Its backward needs the values the op saw: write after backward(), or run the "
-                           "forward pass again after the write");
+    throw std::logic_error(
+        message("backward: ", input_str(*this, i), ", was modified in place after it was used by ",
+                entry_str(*this), ": version ", in.tensor.version(), ", expected ", in.version,
+                ". Its backward needs the values the op saw: write after backward(), or run "
+                "the forward pass again after the write"));
   return in.tensor.value();
 }
 
 const Array& Node::output_value() const {
   const std::shared_ptr<TensorImpl> out = output.lock();  // alive: backward() holds it while this node runs
   if (out->version != output_version)
-    throw std::logic_error("backward: the output of " + entry_str(*this) +
-                           " was modified in place after the op ran: version " +
-                           std::to_string(out->version) + ", expected " + std::to_string(output_version) +
-                           ". Its backward reads that output: write to a copy instead");
+    throw std::logic_error(message("backward: the output of ", entry_str(*this),
+                                   " was modified in place after the op ran: version ", out->version,
+                                   ", expected ", output_version,
+                                   ". Its backward reads that output: write to a copy instead"));
   return out->value;
 }
 
@@ -178,43 +171,21 @@ static void claim(Walk& w, const std::shared_ptr<Node>& n) {
   const void* holder = nullptr;
   if (!n->walker.compare_exchange_strong(holder, &w)) {
     if (holder == &w) return;
-    throw std::logic_error("backward: " + entry_str(*n) +
-                           " is being walked by a backward() on another thread; graphs that run "
-                           "backward() at the same time may share leaves, not recorded ops");
+    throw std::logic_error(message("backward: ", entry_str(*n),
+                                   " is being walked by a backward() on another thread; graphs that run "
+                                   "backward() at the same time may share leaves, not recorded ops"));
   }
   w.order.push_back(n);  // first: ~Walk drops the claim even if the next line throws
   if (n->released)
-    throw std::logic_error("backward: " + entry_str(*n) +
-                           " was already released by an earlier backward(); pass retain_graph = true to the "
-                           "first backward() to go through a graph twice");
+    throw std::logic_error(message("backward: ", entry_str(*n),
+                                   " was already released by an earlier backward(); pass retain_graph = true "
+                                   "to the first backward() to go through a graph twice"));
 }
 
 // The tensor a gradient is on its way to, for messages.
 static std::string tensor_str(const TensorImpl& t, const Arrival& a) {
-  if (!a.via) return "the leaf backward() was called on, of shape " + shape_str(shape_of(t.value));
-  if (a.input == std::string::npos) return "the output of " + entry_str(*a.via);
-  return input_str(*a.via, a.input);
-}
-
-// The gradient reaching op n has the shape n's output had when it ran, unless
-// an in-place write changed that output's shape before a later op used it.
-static void check_output_shape(const Node& n, const Grad& g) {
-  if (!g.has_shape(n.output_shape))
-    throw std::logic_error("backward: the output of " + entry_str(n) + " had shape " +
-                           shape_str(n.output_shape) + " when the op ran; an in-place write changed it to " +
-                           shape_str(g.shape()));
-}
-
-// A leaf (or retained tensor) takes a gradient of its shape now, into a slot of that shape.
-static void check_fits(TensorImpl& t, const Arrival& a) {
-  if (!a.grad.has_shape(t.value.shape()))
-    throw std::logic_error("backward: " + tensor_str(t, a) + ", had shape " + shape_str(a.grad.shape()) +
-                           " when the op ran; an in-place write changed it");
-  std::lock_guard<std::mutex> lock(t.grad_mutex);  // another thread may be adding into it
-  if (!t.grad.empty() && !t.grad.has_shape(t.value.shape()))
-    throw std::logic_error("backward: " + tensor_str(t, a) + ", holds a gradient of shape " +
-                           shape_str(t.grad.shape()) +
-                           " from before an in-place write changed its shape; call zero_grad() first");
+  if (!a.via) return message("the leaf backward() was called on, of shape ", t.value.shape());
+  return a.input == std::string::npos ? "the output of " + entry_str(*a.via) : input_str(*a.via, a.input);
 }
 
 // Every op the root depends on, claimed, latest first: recording order is a
@@ -235,9 +206,9 @@ static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_
   if (first && t.is_leaf()) w.leaves.push_back(t.impl());
   const Array::shape_type shape = first ? g.shape() : it->second.grad.shape();
   if (!g.has_shape(shape))  // t was used at two shapes: changed in place between two ops
-    throw std::logic_error("backward: " + tensor_str(*t.impl(), {{}, via, input}) + ", had shape " +
-                           shape_str(g.shape()) + " when the op ran; an in-place write changed it to " +
-                           shape_str(shape) + " for another op");
+    throw std::logic_error(message("backward: ", tensor_str(*t.impl(), {{}, via, input}), ", had shape ",
+                                   g.shape(), " when the op ran; an in-place write changed it to ", shape,
+                                   " for another op"));
   it->second.grad.accumulate(std::move(g), shape);
 }
 
@@ -247,8 +218,7 @@ static Grads run_closure(const Node& n, Array&& grad_output) {
   Grads grads(n.inputs.size());
   // The closure may move grad_output away; a step hook, when set, is shown a copy.
   StepHook* hook = step_hook();
-  std::optional<Array> seen;
-  if (hook) seen = grad_output;
+  std::optional<Array> seen = hook ? std::optional<Array>(grad_output) : std::nullopt;
   n.backward(std::move(grad_output), n, grads);
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const Array::shape_type& shape = n.input_shape(i);
@@ -257,9 +227,8 @@ static Grads run_closure(const Node& n, Array&& grad_output) {
     if (grads[i].is_dense() && grads[i].dense().dimension() >= shape.size())
       grads[i] = kernels::sum_to_shape(grads[i].dense(), shape);
     if (!grads[i].has_shape(shape))  // a bug in the op, not the user's
-      throw std::logic_error("backward: " + entry_str(n) + " gave input " + std::to_string(i) +
-                             " a gradient of shape " + shape_str(grads[i].shape()) + " for shape " +
-                             shape_str(shape));
+      throw std::logic_error(message("backward: ", entry_str(n), " gave input ", i, " a gradient of shape ",
+                                     grads[i].shape(), " for shape ", shape));
   }
   if (hook) hook->backward(n, *seen, grads);  // the inspector's traces and anomaly checks
   return grads;
@@ -271,21 +240,20 @@ static Grads run_closure(const Node& n, Array&& grad_output) {
 static void commit(Walk& w) {
   for (const auto& t : w.leaves) w.retained.push_back({t, std::move(w.arrived[t.get()])});
   std::erase_if(w.retained, [](const auto& r) { return !r.first->requires_grad; });
-  for (auto& [t, a] : w.retained) check_fits(*t, a);
+  for (auto& [t, a] : w.retained) {  // each takes a gradient of its shape now, into a slot of that shape
+    if (!a.grad.has_shape(t->value.shape()))
+      throw std::logic_error(message("backward: ", tensor_str(*t, a), ", had shape ", a.grad.shape(),
+                                     " when the op ran; an in-place write changed it"));
+    std::lock_guard<std::mutex> lock(t->grad_mutex);  // another thread may be adding into it
+    if (!t->grad.empty() && !t->grad.has_shape(t->value.shape()))
+      throw std::logic_error(
+          message("backward: ", tensor_str(*t, a), ", holds a gradient of shape ", t->grad.shape(),
+                  " from before an in-place write changed its shape; call zero_grad() first"));
+  }
   for (auto& [t, a] : w.retained) {
     std::lock_guard<std::mutex> lock(t->grad_mutex);
     t->grad.accumulate(std::move(a.grad), t->value.shape());
   }
-}
-
-// tg::grad(): the gradients that reached `inputs` (distinct leaves), taken out
-// of the walk; an input the root does not depend on gets an empty one.
-static Grads take(Walk& w, const std::vector<Tensor>& inputs) {
-  Grads out(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (auto it = w.arrived.find(inputs[i].impl().get()); it != w.arrived.end())
-      out[i] = std::move(it->second.grad);
-  return out;
 }
 
 // Drops what the walked ops keep for backward. Only now: dropping a node's
@@ -312,7 +280,12 @@ Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std:
       const auto it = w.arrived.find(out.get());
       if (it == w.arrived.end()) continue;  // no gradient reached this op
       Grad& g = it->second.grad;
-      check_output_shape(*n, g);
+      // g has the shape n's output had when it ran, unless an in-place write
+      // changed that output's shape before a later op used it.
+      if (!g.has_shape(n->output_shape))
+        throw std::logic_error(message("backward: the output of ", entry_str(*n), " had shape ",
+                                       n->output_shape, " when the op ran; an in-place write changed it to ",
+                                       g.shape()));
       if (g.is_sparse()) g = g.sparse().to_dense();  // closures take dense gradients
       const StepHook* hook = step_hook();
       if (out->retains_grad || (hook && hook->retains_all_grads())) w.retained.push_back({out, {g, n.get()}});
@@ -322,7 +295,12 @@ Grads run_backward(const Tensor& root, Array seed, bool retain_graph, const std:
       w.arrived.erase(it);  // every op that used `out` has run: no more will come
     }
   }
-  Grads taken = inputs ? take(w, *inputs) : Grads{};
+  // tg::grad(): the gradients that reached `inputs` (distinct leaves), taken
+  // out of the walk; an input the root does not depend on gets an empty one.
+  Grads taken(inputs ? inputs->size() : 0);
+  for (std::size_t i = 0; i < taken.size(); ++i)
+    if (auto it = w.arrived.find((*inputs)[i].impl().get()); it != w.arrived.end())
+      taken[i] = std::move(it->second.grad);
   if (!inputs) commit(w);
   if (!retain_graph) release(w);
   return taken;

@@ -97,10 +97,7 @@ struct Node {
   bool needs_grad(std::size_t i) const { return inputs[i].needs_grad; }
   const Array::shape_type& input_shape(std::size_t i) const { return inputs[i].shape; }
 
-  Node() = default;
-  Node(const Node&) = delete;
-  Node& operator=(const Node&) = delete;
-  ~Node();  // frees the graph below it in a loop (see tape.cpp)
+  ~Node();  // frees the graph below it in a loop (see tape.cpp); not copyable (its atomics)
 };
 
 // Records an op and returns its output tensor. The output requires grad (and
@@ -110,15 +107,9 @@ Tensor record(std::string op, Array value, std::vector<Tensor> inputs, BackwardF
 // While one lives (this thread), every recorded op is stamped with `name` as
 // its group (Node::group): cross_entropy names its log_softmax and nll_loss so,
 // flatten its reshape. An outer group wins over one inside it.
-class OpGroup {
+class OpGroup : ScopedSetting<const char*> {
  public:
   explicit OpGroup(const char* name);
-  ~OpGroup();
-  OpGroup(const OpGroup&) = delete;
-  OpGroup& operator=(const OpGroup&) = delete;
-
- private:
-  const char* previous_;
 };
 
 // The index the next recorded op gets, on any thread.

@@ -50,11 +50,14 @@ struct TensorImpl {
 
 class Tensor {
  public:
-  Tensor();  // a 0-d tensor holding 0
+  Tensor() : Tensor(Array(0.0f)) {}  // a 0-d tensor holding 0
   explicit Tensor(Array value, bool requires_grad = false);
-  Tensor(xt::nested_initializer_list_t<float, 1> values, bool requires_grad = false);
-  Tensor(xt::nested_initializer_list_t<float, 2> values, bool requires_grad = false);
-  Tensor(xt::nested_initializer_list_t<float, 3> values, bool requires_grad = false);
+  // Nested braces of 1 to 3 levels: Tensor({{1, 2}, {3, 4}}, true).
+  template <std::size_t N>
+  using Values = xt::nested_initializer_list_t<float, N>;
+  Tensor(Values<1> values, bool requires_grad = false) : Tensor(Array(values), requires_grad) {}
+  Tensor(Values<2> values, bool requires_grad = false) : Tensor(Array(values), requires_grad) {}
+  Tensor(Values<3> values, bool requires_grad = false) : Tensor(Array(values), requires_grad) {}
 
   // --- values ---
   const Array& value() const { return impl_->value; }
@@ -68,7 +71,8 @@ class Tensor {
   // One element, as NumPy's a.item(1, 2) (PyTorch: t[1, 2].item()): one index
   // per dim, negative ones counting from the end. Throws std::out_of_range.
   float item(std::initializer_list<int64_t> index) const;
-  std::vector<float> to_vector() const;  // every value, row-major (t.flatten().tolist())
+  // Every value, row-major (t.flatten().tolist()).
+  std::vector<float> to_vector() const { return {impl_->value.begin(), impl_->value.end()}; }
 
   // The values, for writing in place (like PyTorch's `.data`): the write is not
   // recorded on the tape, so no gradient flows through it. Each call counts as an

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../check.hpp"
 #include "../kernels/reduce.hpp"
 
 namespace tg {
@@ -14,20 +15,15 @@ Array sum_to_shape(const Array& grad, const Shape& shape) {
 }
 
 std::size_t normalize_dim(const char* op, int64_t dim, std::size_t rank) {
-  const int64_t r = static_cast<int64_t>(rank);
-  if (dim < -r || dim >= r)
-    throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) +
-                                " out of range for a tensor with " + std::to_string(rank) + " dims");
-  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
+  const std::size_t d = wrapped(dim, rank);
+  check(d < rank, op, ": dim ", dim, " out of range for a tensor with ", rank, " dims");
+  return d;
 }
 
 std::size_t normalize_dim(const char* op, int64_t dim, const Shape& shape) {
-  const int64_t r = static_cast<int64_t>(shape.size());
-  if (dim < -r || dim >= r)
-    throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) +
-                                " out of range for shape " + shape_str(shape) + " (" + std::to_string(r) +
-                                " dims)");
-  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
+  const std::size_t d = wrapped(dim, shape.size());
+  check(d < shape.size(), op, ": dim ", dim, " out of range for shape ", shape, " (", shape.size(), " dims)");
+  return d;
 }
 
 void check_indices(const char* op, const Indices& index, std::size_t size) {
@@ -38,9 +34,8 @@ void check_indices(const char* op, const Indices& index, std::size_t size) {
   for (std::size_t k = 0; k < index.size(); ++k) bad |= static_cast<uint64_t>(first[k]) >= size;
   if (!bad) return;
   for (std::size_t k = 0; k < index.size(); ++k)
-    if (static_cast<uint64_t>(first[k]) >= size)
-      throw std::out_of_range(std::string(op) + ": index " + std::to_string(first[k]) +
-                              " out of range for size " + std::to_string(size));
+    check<std::out_of_range>(static_cast<uint64_t>(first[k]) < size, op, ": index ", first[k],
+                             " out of range for size ", size);
 }
 
 }  // namespace tg

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../check.hpp"
 #include "../kernels/dispatch.hpp"
 #include "../kernels/gemm.hpp"
 #include "../kernels/loop.hpp"
@@ -38,15 +39,15 @@ struct Layout {
 
 Layout layout_of(const char* op, const Shape& s, std::size_t spatial) {
   if (s.size() != spatial + 1 && s.size() != spatial + 2)
-    throw std::invalid_argument(std::string(op) + ": expected input " +
-                                (spatial == 2 ? "[N, C, H, W] or [C, H, W]" : "[N, C, L] or [C, L]") +
-                                "; got " + shape_str(s));
+    throw std::invalid_argument(message(op, ": expected input ",
+                                        spatial == 2 ? "[N, C, H, W] or [C, H, W]" : "[N, C, L] or [C, L]",
+                                        "; got ", s));
   const bool batched = s.size() == spatial + 2;
   const Layout l{spatial, batched, batched ? s[0] : 1, s[batched ? 1 : 0], spatial == 2 ? s[s.size() - 2] : 1,
                  s.back()};
   if (l.c == 0 || l.h == 0 || l.w == 0)
-    throw std::invalid_argument(std::string(op) + ": input " + shape_str(s) +
-                                " has an empty dim (only the batch dim may be 0)");
+    throw std::invalid_argument(
+        message(op, ": input ", s, " has an empty dim (only the batch dim may be 0)"));
   return l;
 }
 
@@ -71,10 +72,10 @@ std::string str(Size2 s, const Layout& l) {
 void check_size(const char* op, const char* what, Size2 s, int64_t least, const Layout& l) {
   constexpr int64_t most = int64_t{1} << 32;
   if (s.h < least || s.w < least)
-    throw std::invalid_argument(std::string(op) + ": " + what + " must be " +
-                                (least > 0 ? "positive" : "non-negative") + "; got " + str(s, l));
+    throw std::invalid_argument(
+        message(op, ": ", what, " must be ", least > 0 ? "positive" : "non-negative", "; got ", str(s, l)));
   if (s.h > most || s.w > most)
-    throw std::invalid_argument(std::string(op) + ": " + what + " " + str(s, l) + " is too large");
+    throw std::invalid_argument(message(op, ": ", what, " ", str(s, l), " is too large"));
 }
 
 // A 1-d op's sizes as a 2-d op's: height 1, no padding along it.
@@ -104,9 +105,9 @@ Window conv_window(const char* op, const Layout& l, Size2 k, Size2 s, Size2 p, S
   const int64_t span_h = d.h * (k.h - 1) + 1, span_w = d.w * (k.w - 1) + 1;
   const int64_t in_h = static_cast<int64_t>(l.h) + 2 * p.h, in_w = static_cast<int64_t>(l.w) + 2 * p.w;
   if (span_h > in_h || span_w > in_w)
-    throw std::invalid_argument(std::string(op) + ": the padded input is " + str({in_h, in_w}, l) +
-                                " per channel, smaller than the kernel " + str(k, l) + " dilated by " +
-                                str(d, l) + " (" + str({span_h, span_w}, l) + ")");
+    throw std::invalid_argument(message(op, ": the padded input is ", str({in_h, in_w}, l),
+                                        " per channel, smaller than the kernel ", str(k, l), " dilated by ",
+                                        str(d, l), " (", str({span_h, span_w}, l), ")"));
   const auto oh = static_cast<std::size_t>((in_h - span_h) / s.h + 1);
   const auto ow = static_cast<std::size_t>((in_w - span_w) / s.w + 1);
   return window_for(l, k, s, p, d, oh, ow);
@@ -128,15 +129,15 @@ Window pool_window(const char* op, const Layout& l, Size2 k, Size2 s, Size2 p, S
   check_size(op, "padding", p, 0, l);
   check_size(op, "dilation", d, 1, l);
   if (p.h > k.h / 2 || p.w > k.w / 2)
-    throw std::invalid_argument(std::string(op) + ": padding " + str(p, l) +
-                                " must be at most half of kernel size " + str(k, l));
+    throw std::invalid_argument(
+        message(op, ": padding ", str(p, l), " must be at most half of kernel size ", str(k, l)));
   const int64_t oh = pooled_length(static_cast<int64_t>(l.h), k.h, s.h, p.h, d.h, ceil_mode);
   const int64_t ow = pooled_length(static_cast<int64_t>(l.w), k.w, s.w, p.w, d.w, ceil_mode);
   if (oh < 1 || ow < 1)
     throw std::invalid_argument(
-        std::string(op) + ": input of " + str({static_cast<int64_t>(l.h), static_cast<int64_t>(l.w)}, l) +
-        " per channel gives an output of " + str({oh, ow}, l) + " (too small) for kernel " + str(k, l) +
-        ", stride " + str(s, l) + ", padding " + str(p, l) + ", dilation " + str(d, l));
+        message(op, ": input of ", str({static_cast<int64_t>(l.h), static_cast<int64_t>(l.w)}, l),
+                " per channel gives an output of ", str({oh, ow}, l), " (too small) for kernel ", str(k, l),
+                ", stride ", str(s, l), ", padding ", str(p, l), ", dilation ", str(d, l)));
   return window_for(l, k, s, p, d, static_cast<std::size_t>(oh), static_cast<std::size_t>(ow));
 }
 
@@ -310,7 +311,7 @@ Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const 
                    want_b = d.size() == 3 && node.needs_grad(2);
         Array gx;
         if (want_x) {
-          gx = xt::empty<float>(node.input_shape(0));
+          gx = empty_array(node.op.c_str(), node.input_shape(0));
           advise_huge_pages(gx.data(), gx.size());
         }
         // The weight's gradient is summed as its transpose, [groups, k, og]
@@ -351,7 +352,7 @@ Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const 
         });
         if (want_x) d[0] = std::move(gx);
         if (want_w) {  // the chunks' [k, og] sums, added in order and transposed to [og, k]
-          Array gw = xt::zeros<float>(node.input_shape(1));
+          Array gw = zeros_array(node.op.c_str(), node.input_shape(1));
           for (const auto& [lo, sums] : chunks)
             for (std::size_t gr = 0; gr < groups; ++gr)
               for (std::size_t o = 0; o < og; ++o)
@@ -363,7 +364,7 @@ Tensor convolution(const char* op, const Tensor& x, const Tensor& weight, const 
           std::vector<double> total(out_c, 0.0);
           for (const auto& [lo, sums] : chunks)
             for (std::size_t o = 0; o < out_c; ++o) total[o] += sums.b[o];
-          Array gb = xt::empty<float>(node.input_shape(2));
+          Array gb = empty_array(node.op.c_str(), node.input_shape(2));
           for (std::size_t o = 0; o < out_c; ++o) gb.data()[o] = static_cast<float>(total[o]);
           d[2] = std::move(gb);
         }
@@ -376,24 +377,20 @@ Window conv_checked(const char* op, std::size_t spatial, const Tensor& x, const 
   const Layout l = layout_of(op, x.shape(), spatial);
   const Shape ws = weight.shape();
   const std::string shapes = "input " + shape_str(x.shape()) + ", weight " + shape_str(ws);
-  if (ws.size() != spatial + 2)
-    throw std::invalid_argument(std::string(op) + ": weight must be " +
-                                (spatial == 2 ? "[out_channels, in_channels / groups, kH, kW]"
-                                              : "[out_channels, in_channels / groups, kL]") +
-                                "; got " + shape_str(ws));
-  if (groups < 1)
-    throw std::invalid_argument(std::string(op) + ": groups must be positive; got " + std::to_string(groups));
+  check(ws.size() == spatial + 2, op, ": weight must be ",
+        spatial == 2 ? "[out_channels, in_channels / groups, kH, kW]"
+                     : "[out_channels, in_channels / groups, kL]",
+        "; got ", ws);
+  check(groups >= 1, op, ": groups must be positive; got ", groups);
   const auto gr = static_cast<std::size_t>(groups);
   if (ws[0] == 0 || ws[0] % gr != 0)
-    throw std::invalid_argument(std::string(op) + ": " + shapes + ": out_channels " + std::to_string(ws[0]) +
-                                " must be a positive multiple of groups = " + std::to_string(groups));
-  if (ws[1] * gr != l.c)
-    throw std::invalid_argument(std::string(op) + ": " + shapes + ", groups = " + std::to_string(groups) +
-                                ": the input has " + std::to_string(l.c) + " channels, the weight expects " +
-                                std::to_string(ws[1] * gr) + " (" + std::to_string(ws[1]) + " per group)");
+    throw std::invalid_argument(message(op, ": ", shapes, ": out_channels ", ws[0],
+                                        " must be a positive multiple of groups = ", groups));
+  check(ws[1] * gr == l.c, op, ": ", shapes, ", groups = ", groups, ": the input has ", l.c,
+        " channels, the weight expects ", ws[1] * gr, " (", ws[1], " per group)");
   if (bias && bias->shape() != Shape{ws[0]})
-    throw std::invalid_argument(std::string(op) + ": bias " + shape_str(bias->shape()) + " for weight " +
-                                shape_str(ws) + " (expected [" + std::to_string(ws[0]) + "])");
+    throw std::invalid_argument(
+        message(op, ": bias ", bias->shape(), " for weight ", ws, " (expected [", ws[0], "])"));
   const Size2 k = spatial == 2 ? Size2(static_cast<int64_t>(ws[2]), static_cast<int64_t>(ws[3]))
                                : Size2(1, static_cast<int64_t>(ws[2]));
   return conv_window(op, l, k, s, p, d);
@@ -477,7 +474,7 @@ Tensor max_pool(const char* op, const Tensor& x, const Layout& lay, const Window
   const std::size_t outs = g.oh * g.ow;
   return record(op, std::move(out), {x},
                 [arg = std::move(arg), plane, outs](const Array& gy, const Node& n, Grads& d) {
-                  Array gx = xt::zeros<float>(n.input_shape(0));
+                  Array gx = zeros_array(n.op.c_str(), n.input_shape(0));
                   for (std::size_t at = 0; at < arg.size(); ++at)
                     if (arg[at] >= 0)
                       gx.data()[at / outs * plane + static_cast<std::size_t>(arg[at])] += gy.data()[at];
@@ -510,7 +507,7 @@ Tensor box_average(const char* op, const Tensor& x, const Layout& lay, std::vect
   return record(op, std::move(out), {x},
                 [rows = std::move(rows), cols = std::move(cols), divisor, planes, plane, w = lay.w](
                     const Array& gy, const Node& n, Grads& d) {
-                  Array gx = xt::zeros<float>(n.input_shape(0));
+                  Array gx = zeros_array(n.op.c_str(), n.input_shape(0));
                   for (std::size_t pl = 0, at = 0; pl < planes; ++pl)
                     for (std::size_t y = 0; y < rows.size(); ++y)
                       for (std::size_t xo = 0; xo < cols.size(); ++xo, ++at) {
@@ -534,8 +531,7 @@ Tensor avg_pool_nd(const char* op, std::size_t spatial, const Tensor& x, Size2 k
                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
   const Layout l = layout_of(op, x.shape(), spatial);
   const Window g = pool_window(op, l, k, s, p, 1, ceil_mode);
-  if (divisor && *divisor == 0)
-    throw std::invalid_argument(std::string(op) + ": divisor_override must not be 0");
+  if (divisor && *divisor == 0) throw std::invalid_argument(message(op, ": divisor_override must not be 0"));
   return box_average(op, x, l, avg_spans(g.oh, g.h, g.kh, g.sh, g.ph, count_include_pad),
                      avg_spans(g.ow, g.w, g.kw, g.sw, g.pw, count_include_pad), divisor);
 }
@@ -562,7 +558,7 @@ Tensor unfold(const Tensor& input, Size2 kernel_size, const UnfoldOptions& o) {
     unfold_image(input.value().data() + n * image, g.c, g, out.data() + n * rows * cols);
   return record("unfold", std::move(out), {input},
                 [g, rows, cols, image](const Array& gy, const Node& n, Grads& d) {
-                  Array gx = xt::zeros<float>(n.input_shape(0));
+                  Array gx = zeros_array(n.op.c_str(), n.input_shape(0));
                   for (std::size_t i = 0; i < g.n; ++i)
                     im2col<true>(gx.data() + i * image, g.c, g, gy.data() + i * rows * cols);
                   d[0] = std::move(gx);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "../check.hpp"
 #include "../kernels/elementwise.hpp"
 #include "../kernels/reduce.hpp"
 #include "../tape.hpp"
@@ -225,8 +226,8 @@ Tensor clamp(const Tensor& a, std::optional<float> min, std::optional<float> max
 
 Tensor gelu(const Tensor& a, std::string_view approximate) {
   if (approximate != "none" && approximate != "tanh")
-    throw std::invalid_argument("gelu: approximate must be \"none\" or \"tanh\"; got \"" +
-                                std::string(approximate) + "\"");
+    throw std::invalid_argument(
+        message("gelu: approximate must be \"none\" or \"tanh\"; got \"", approximate, "\""));
   const bool tanh_form = approximate == "tanh";
   return record("gelu", kernels::gelu(a.value(), tanh_form), {a},
                 [tanh_form](const Array& g, const Node& n, Grads& d) {
@@ -300,9 +301,8 @@ static void zero_outside_triangle(float* x, std::size_t size, std::size_t rows, 
 static Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool lower) {
   const Shape s = a.shape();
   if (s.size() < 2)
-    throw std::invalid_argument(std::string(op) +
-                                ": needs a tensor of 2 or more dims (matrices in the last two); got shape " +
-                                shape_str(s));
+    throw std::invalid_argument(
+        message(op, ": needs a tensor of 2 or more dims (matrices in the last two); got shape ", s));
   const std::size_t rows = s[s.size() - 2], cols = s.back();
   Array out = a.value();
   zero_outside_triangle(out.data(), out.size(), rows, cols, diagonal, lower);
@@ -322,9 +322,7 @@ Tensor triu(const Tensor& a, int64_t diagonal) {
 }
 
 Tensor dropout(const Tensor& a, float p, bool train, Generator& gen) {
-  if (!(p >= 0.0f && p <= 1.0f))
-    throw std::invalid_argument("dropout: probability has to be between 0 and 1, but got " +
-                                std::to_string(p));
+  check(p >= 0.0f && p <= 1.0f, "dropout: probability has to be between 0 and 1, but got ", p);
   if (!train || p == 0.0f) return a;
   // Each element is kept with probability 1 - p and then scaled by 1 / (1 - p).
   // A draw is the top 24 bits of one 32-bit number, so the same generator state

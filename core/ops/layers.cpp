@@ -12,6 +12,7 @@
 
 #include <xtensor/xbroadcast.hpp>
 
+#include "../check.hpp"
 #include "../tape.hpp"
 
 namespace tg {
@@ -43,8 +44,8 @@ Array expanded(const char* op, const char* what, const std::optional<Tensor>& w,
     fits = d == 1 || d == shape[shape.size() - 1 - i];
   }
   if (!fits)
-    throw std::invalid_argument(std::string(op) + ": " + what + " " + shape_str(w->shape()) +
-                                " does not broadcast to the input's shape " + shape_str(shape));
+    throw std::invalid_argument(
+        message(op, ": ", what, " ", w->shape(), " does not broadcast to the input's shape ", shape));
   return xt::broadcast(w->value(), shape);
 }
 
@@ -137,15 +138,13 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const std
   const char* op = "binary_cross_entropy";
   const Shape s = input.shape();
   if (target.shape() != s)
-    throw std::invalid_argument(std::string(op) + ": target " + shape_str(target.shape()) + " and input " +
-                                shape_str(s) + " must have the same shape");
+    throw std::invalid_argument(
+        message(op, ": target ", target.shape(), " and input ", s, " must have the same shape"));
   const Array w = expanded(op, "weight", weight, s);
   const float *x = input.value().data(), *t = target.value().data();
   for (std::size_t i = 0; i < input.numel(); ++i)
-    if (!(x[i] >= 0.0f && x[i] <= 1.0f))
-      throw std::invalid_argument(std::string(op) +
-                                  ": all elements of input should be between 0 and 1; input " + shape_str(s) +
-                                  " holds " + std::to_string(x[i]) + " at flat index " + std::to_string(i));
+    check(x[i] >= 0.0f && x[i] <= 1.0f, op, ": all elements of input should be between 0 and 1; input ", s,
+          " holds ", x[i], " at flat index ", i);
   // -(t log(x) + (1 - t) log(1 - x)), each log clamped at -100 (PyTorch's order of operations)
   Array loss = empty_array(op, s);
   for (std::size_t i = 0; i < loss.size(); ++i)
@@ -181,8 +180,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   const char* op = "binary_cross_entropy_with_logits";
   const Shape s = input.shape();
   if (target.shape() != s)
-    throw std::invalid_argument(std::string(op) + ": target " + shape_str(target.shape()) + " and input " +
-                                shape_str(s) + " must have the same shape");
+    throw std::invalid_argument(
+        message(op, ": target ", target.shape(), " and input ", s, " must have the same shape"));
   const Array w = expanded(op, "weight", weight, s);
   const std::optional<Array> pw =
       pos_weight ? std::optional<Array>(expanded(op, "pos_weight", pos_weight, s)) : std::nullopt;
@@ -251,33 +250,26 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
                   const std::optional<Tensor>& bias, bool training, float momentum, float eps) {
   const char* op = "batch_norm";
   const Shape s = input.shape();
-  if (s.size() < 2)
-    throw std::invalid_argument(std::string(op) + ": input must be [N, C, ...] (2 or more dims); got " +
-                                shape_str(s));
+  check(s.size() >= 2, op, ": input must be [N, C, ...] (2 or more dims); got ", s);
   const std::size_t c = s[1], inner = input.numel() / std::max<std::size_t>(s[0] * c, 1),
                     count = s[0] * inner;
   for (const auto& [what, t] :
        {std::pair{"running_mean", running_mean}, std::pair{"running_var", running_var},
         std::pair{"weight", weight}, std::pair{"bias", bias}})
     if (t && t->shape() != Shape{c})
-      throw std::invalid_argument(std::string(op) + ": " + what + " " + shape_str(t->shape()) +
-                                  " for input " + shape_str(s) + " (expected [" + std::to_string(c) +
-                                  "], one per channel)");
-  if (running_mean.has_value() != running_var.has_value())
-    throw std::invalid_argument(std::string(op) + ": give both running_mean and running_var, or neither");
+      throw std::invalid_argument(message(op, ": ", what, " ", t->shape(), " for input ", s, " (expected [",
+                                          c, "], one per channel)"));
+  check(running_mean.has_value() == running_var.has_value(), op,
+        ": give both running_mean and running_var, or neither");
   if (!training && !running_mean)
-    throw std::invalid_argument(std::string(op) +
-                                ": running_mean and running_var are needed when not training");
+    throw std::invalid_argument(message(op, ": running_mean and running_var are needed when not training"));
   if (training && count <= 1)
-    throw std::invalid_argument(std::string(op) +
-                                ": expected more than 1 value per channel when training; got input " +
-                                shape_str(s));
-  if (!(eps >= 0.0f))
-    throw std::invalid_argument(std::string(op) + ": eps must be >= 0; got " + std::to_string(eps));
+    throw std::invalid_argument(
+        message(op, ": expected more than 1 value per channel when training; got input ", s));
+  check(eps >= 0.0f, op, ": eps must be >= 0; got ", eps);
   if (training && running_mean && (running_mean->requires_grad() || running_var->requires_grad()))
-    throw std::invalid_argument(std::string(op) +
-                                ": the running statistics are updated in place and must not "
-                                "require grad");
+    throw std::invalid_argument(
+        message(op, ": the running statistics are updated in place and must not require grad"));
 
   // Each channel's mean and 1/std, from the batch or from the running statistics.
   std::vector<float> mean(c), rstd(c), unbiased_var(c);

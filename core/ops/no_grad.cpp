@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "../check.hpp"
 #include "../kernels/elementwise.hpp"
 #include "../tape.hpp"
 #include "common.hpp"
@@ -65,12 +66,12 @@ Tensor ne(const Tensor& a, float b) {
 Tensor one_hot(const Indices& index, int64_t num_classes) {
   if (num_classes < 0) {
     if (num_classes != -1 || index.size() == 0)
-      throw std::invalid_argument("one_hot: num_classes " + std::to_string(num_classes) +
-                                  " (use -1 only with a non-empty index)");
+      throw std::invalid_argument(
+          message("one_hot: num_classes ", num_classes, " (use -1 only with a non-empty index)"));
     const int64_t largest = *std::max_element(index.data(), index.data() + index.size());
     if (largest == std::numeric_limits<int64_t>::max())  // + 1 would overflow
-      throw std::length_error("one_hot: class " + std::to_string(largest) +
-                              " gives more classes than memory can address");
+      throw std::length_error(
+          message("one_hot: class ", largest, " gives more classes than memory can address"));
     num_classes = largest + 1;
   }
   check_indices("one_hot", index, static_cast<std::size_t>(num_classes));
@@ -99,14 +100,12 @@ static double uniform_double(Generator& gen) {
 Indices multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator& gen) {
   const Shape ps = probs.shape();
   if (ps.size() != 1 && ps.size() != 2)
-    throw std::invalid_argument("multinomial: probs must be 1-d or 2-d; got shape " + shape_str(ps));
+    throw std::invalid_argument(message("multinomial: probs must be 1-d or 2-d; got shape ", ps));
   const std::size_t rows = ps.size() == 2 ? ps[0] : 1, c = ps.back();
-  if (num_samples <= 0)
-    throw std::invalid_argument("multinomial: num_samples must be positive; got " +
-                                std::to_string(num_samples));
+  check(num_samples > 0, "multinomial: num_samples must be positive; got ", num_samples);
   if (!replacement && static_cast<std::size_t>(num_samples) > c)
-    throw std::invalid_argument("multinomial: cannot draw " + std::to_string(num_samples) +
-                                " samples without replacement from " + std::to_string(c) + " categories");
+    throw std::invalid_argument(message("multinomial: cannot draw ", num_samples,
+                                        " samples without replacement from ", c, " categories"));
   // Check every row before drawing anything, so a bad row leaves gen untouched.
   for (std::size_t r = 0; r < rows; ++r) {
     const float* w = probs.value().data() + r * c;
@@ -114,19 +113,16 @@ Indices multinomial(const Tensor& probs, int64_t num_samples, bool replacement, 
     std::size_t nonzero = 0;
     for (std::size_t j = 0; j < c; ++j) {
       if (!std::isfinite(w[j]) || w[j] < 0)
-        throw std::invalid_argument("multinomial: probs of shape " + shape_str(ps) + " holds " +
-                                    std::to_string(w[j]) + " at row " + std::to_string(r) + ", column " +
-                                    std::to_string(j) + "; weights must be finite and >= 0");
+        throw std::invalid_argument(message("multinomial: probs of shape ", ps, " holds ", w[j], " at row ",
+                                            r, ", column ", j, "; weights must be finite and >= 0"));
       total += w[j];
       nonzero += w[j] > 0;
     }
-    if (total <= 0)
-      throw std::invalid_argument("multinomial: row " + std::to_string(r) + " of probs " + shape_str(ps) +
-                                  " sums to 0");
+    check(total > 0, "multinomial: row ", r, " of probs ", ps, " sums to 0");
     if (!replacement && nonzero < static_cast<std::size_t>(num_samples))
-      throw std::invalid_argument("multinomial: row " + std::to_string(r) + " has " +
-                                  std::to_string(nonzero) + " non-zero weights, too few for " +
-                                  std::to_string(num_samples) + " samples without replacement");
+      throw std::invalid_argument(message("multinomial: row ", r, " has ", nonzero,
+                                          " non-zero weights, too few for ", num_samples,
+                                          " samples without replacement"));
   }
   Shape out_shape = ps;
   out_shape.back() = static_cast<std::size_t>(num_samples);

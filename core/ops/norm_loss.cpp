@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "../check.hpp"
 #include "../kernels/elementwise.hpp"
 #include "../kernels/reduce.hpp"
 #include "../kernels/rows.hpp"
@@ -21,17 +22,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   const Shape xs = x.shape();
   const std::size_t k = normalized_shape.size();
   if (k == 0 || k > xs.size() || !std::equal(normalized_shape.begin(), normalized_shape.end(), xs.end() - k))
-    throw std::invalid_argument("layer_norm: input " + shape_str(xs) +
-                                " does not end with normalized_shape " + shape_str(normalized_shape));
+    throw std::invalid_argument(
+        message("layer_norm: input ", xs, " does not end with normalized_shape ", normalized_shape));
   for (const auto& [what, t] : {std::pair{"weight", weight}, std::pair{"bias", bias}})
     if (t && t->shape() != normalized_shape)
-      throw std::invalid_argument(std::string("layer_norm: ") + what + " " + shape_str(t->shape()) +
-                                  " for normalized_shape " + shape_str(normalized_shape));
+      throw std::invalid_argument(
+          message("layer_norm: ", what, " ", t->shape(), " for normalized_shape ", normalized_shape));
   std::size_t n = 1;
   for (std::size_t d : normalized_shape) n *= d;
-  if (n == 0)
-    throw std::invalid_argument("layer_norm: normalized_shape " + shape_str(normalized_shape) + " is empty");
-  if (!(eps >= 0.0f)) throw std::invalid_argument("layer_norm: eps must be >= 0; got " + std::to_string(eps));
+  check(n != 0, "layer_norm: normalized_shape ", normalized_shape, " is empty");
+  check(eps >= 0.0f, "layer_norm: eps must be >= 0; got ", eps);
 
   // Each row of n values gets its own mean and 1/std; backward needs both again.
   std::vector<float> mean, rstd;
@@ -58,11 +58,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
 // ------------------------------------------------------------------- losses
 
 static void check_class_targets(const char* op, const Shape& input, const Indices& target) {
-  if (input.size() != 2)
-    throw std::invalid_argument(std::string(op) + ": input must be [N, C]; got " + shape_str(input));
+  check(input.size() == 2, op, ": input must be [N, C]; got ", input);
   if (target.dimension() != 1 || target.size() != input[0])
-    throw std::invalid_argument(std::string(op) + ": target must be [N] = [" + std::to_string(input[0]) +
-                                "] class ids; got shape " + shape_str(target.shape()));
+    throw std::invalid_argument(
+        message(op, ": target must be [N] = [", input[0], "] class ids; got shape ", target.shape()));
   check_indices(op, target, input[1]);
 }
 
@@ -100,10 +99,10 @@ Tensor cross_entropy(const Tensor& logits, const Indices& target, Reduction r) {
 // backward is 2 (input - target) g, scaled by 1/N for the mean.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r) {
   if (input.shape() != target.shape())
-    throw std::invalid_argument("mse_loss: input " + shape_str(input.shape()) + " and target " +
-                                shape_str(target.shape()) + " must have the same shape");
+    throw std::invalid_argument(message("mse_loss: input ", input.shape(), " and target ", target.shape(),
+                                        " must have the same shape"));
   if (r == Reduction::mean && input.numel() == 0)
-    throw std::invalid_argument("mse_loss: mean of an empty input " + shape_str(input.shape()));
+    throw std::invalid_argument(message("mse_loss: mean of an empty input ", input.shape()));
   Array sq = kernels::map("mse_loss", input.value(), target.value(),
                           [](float x, float t) { return (x - t) * (x - t); });
   const float count = static_cast<float>(input.numel());

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "../check.hpp"
 #include "../kernels/elementwise.hpp"
 #include "../kernels/reduce.hpp"
 #include "../kernels/rows.hpp"
@@ -28,8 +29,7 @@ Tensor sum(const Tensor& a) {
 }
 
 Tensor mean(const Tensor& a) {
-  if (a.numel() == 0)
-    throw std::invalid_argument("mean: tensor of shape " + shape_str(a.shape()) + " is empty");
+  if (a.numel() == 0) throw std::invalid_argument(message("mean: tensor of shape ", a.shape(), " is empty"));
   const float count = static_cast<float>(a.numel());
   Array y = Array(static_cast<float>(kernels::sum(a.value().data(), a.numel()) / count));
   return record("mean", std::move(y), {a}, [count](const Array& g, const Node& n, Grads& d) {
@@ -55,8 +55,7 @@ Tensor sum(const Tensor& a, int64_t dim, bool keepdim) {
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
   const std::size_t ax = normalize_dim("mean", dim, a.dim());
   if (a.shape()[ax] == 0)
-    throw std::invalid_argument("mean: dim " + std::to_string(dim) + " of shape " + shape_str(a.shape()) +
-                                " is empty");
+    throw std::invalid_argument(message("mean: dim ", dim, " of shape ", a.shape(), " is empty"));
   const float count = static_cast<float>(a.shape()[ax]);
   auto over_count = [count](float v) { return v / count; };
   Array y = kernels::map("mean", kernels::sum_over("mean", a.value(), {ax}, keepdim), over_count);
@@ -70,9 +69,7 @@ Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
 static std::vector<std::size_t> argmax_along(const char* op, const Array& x, std::size_t ax, int64_t dim) {
   const Shape shape(x.shape().begin(), x.shape().end());
   const AxisSplit s = split_at(shape, ax);
-  if (s.n == 0)
-    throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) + " of shape " +
-                                shape_str(shape) + " is empty");
+  check(s.n != 0, op, ": dim ", dim, " of shape ", shape, " is empty");
   std::vector<std::size_t> arg(s.outer * s.inner);
   for (std::size_t o = 0; o < s.outer; ++o)
     for (std::size_t i = 0; i < s.inner; ++i) {
@@ -109,8 +106,7 @@ MaxResult max(const Tensor& a, int64_t dim, bool keepdim) {
 }
 
 Tensor max(const Tensor& a) {
-  if (a.numel() == 0)
-    throw std::invalid_argument("max: tensor of shape " + shape_str(a.shape()) + " is empty");
+  if (a.numel() == 0) throw std::invalid_argument(message("max: tensor of shape ", a.shape(), " is empty"));
   const float* x = a.value().data();
   float m = x[0];
   for (std::size_t i = 1; i < a.numel() && !std::isnan(m); ++i)
@@ -138,7 +134,7 @@ Indices argmax(const Tensor& a, int64_t dim, bool keepdim) {
 
 Indices argmax(const Tensor& a) {
   if (a.numel() == 0)
-    throw std::invalid_argument("argmax: tensor of shape " + shape_str(a.shape()) + " is empty");
+    throw std::invalid_argument(message("argmax: tensor of shape ", a.shape(), " is empty"));
   Array flat = a.value();
   flat.reshape({a.numel()});
   return Indices(static_cast<int64_t>(argmax_along("argmax", flat, 0, 0)[0]));

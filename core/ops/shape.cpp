@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "../check.hpp"
 #include "../kernels/copy.hpp"
 #include "../tape.hpp"
 #include "common.hpp"
@@ -31,8 +32,7 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
     if (shape[i] == -1 && infer < 0) {
       infer = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw std::invalid_argument("reshape: invalid size " + std::to_string(shape[i]) +
-                                  " (only one -1 is allowed)");
+      throw std::invalid_argument(message("reshape: invalid size ", shape[i], " (only one -1 is allowed)"));
     } else {
       out_shape[i] = static_cast<std::size_t>(shape[i]);
       known *= out_shape[i];
@@ -40,14 +40,14 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
   }
   if (infer >= 0) {
     if (known == 0 || a.numel() % known != 0)
-      throw std::invalid_argument("reshape: cannot infer the -1 in a shape for " + std::to_string(a.numel()) +
-                                  " elements of " + shape_str(a.shape()));
+      throw std::invalid_argument(
+          message("reshape: cannot infer the -1 in a shape for ", a.numel(), " elements of ", a.shape()));
     out_shape[infer] = a.numel() / known;
     known *= out_shape[infer];
   }
   if (known != a.numel())
-    throw std::invalid_argument("reshape: shape " + shape_str(out_shape) + " does not fit the " +
-                                std::to_string(a.numel()) + " elements of " + shape_str(a.shape()));
+    throw std::invalid_argument(
+        message("reshape: shape ", out_shape, " does not fit the ", a.numel(), " elements of ", a.shape()));
   Array out = a.value();
   out.reshape(out_shape);
   return copy_of_view(record("reshape", std::move(out), {a},
@@ -82,32 +82,32 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
   std::string listed;
   for (int64_t d : dims) listed += (listed.empty() ? "" : ", ") + std::to_string(d);
   if (dims.size() != s.size())
-    throw std::invalid_argument("permute: dims [" + listed + "] for shape " + shape_str(s) +
-                                ": name each of its " + std::to_string(s.size()) + " dims once");
+    throw std::invalid_argument(
+        message("permute: dims [", listed, "] for shape ", s, ": name each of its ", s.size(), " dims once"));
   std::vector<std::size_t> perm;
   for (int64_t d : dims) {
     perm.push_back(normalize_dim("permute", d, s));
     if (std::find(perm.begin(), perm.end() - 1, perm.back()) != perm.end() - 1)
-      throw std::invalid_argument("permute: dims [" + listed + "] for shape " + shape_str(s) + " name dim " +
-                                  std::to_string(perm.back()) + " twice");
+      throw std::invalid_argument(
+          message("permute: dims [", listed, "] for shape ", s, " name dim ", perm.back(), " twice"));
   }
   return permuted("permute", a, perm);
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
   OpGroup group("flatten");  // its reshape shows up as the flatten that was written
-  if (a.dim() == 0) {  // as in PyTorch, its dims are those of a 1-d tensor: 0 or -1
+  if (a.dim() == 0) {        // as in PyTorch, its dims are those of a 1-d tensor: 0 or -1
     for (int64_t d : {start_dim, end_dim})
       if (d != 0 && d != -1)
-        throw std::invalid_argument("flatten: dim " + std::to_string(d) +
-                                    " out of range for a 0-d tensor (its dims are 0 and -1)");
+        throw std::invalid_argument(
+            message("flatten: dim ", d, " out of range for a 0-d tensor (its dims are 0 and -1)"));
     return copy_of_view(reshape(a, {1}), "flatten");
   }
   const std::size_t first = normalize_dim("flatten", start_dim, a.dim());
   const std::size_t last = normalize_dim("flatten", end_dim, a.dim());
   if (first > last)
-    throw std::invalid_argument("flatten: start_dim " + std::to_string(start_dim) + " comes after end_dim " +
-                                std::to_string(end_dim) + " for shape " + shape_str(a.shape()));
+    throw std::invalid_argument(message("flatten: start_dim ", start_dim, " comes after end_dim ", end_dim,
+                                        " for shape ", a.shape()));
   std::vector<int64_t> shape;
   int64_t merged = 1;
   for (std::size_t d = 0; d < a.dim(); ++d) {
@@ -164,10 +164,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     Shape s = tensors[t].shape();
     bool fits = s.size() == first.size();
     for (std::size_t d = 0; fits && d < s.size(); ++d) fits = d == ax || s[d] == first[d];
-    if (!fits)
-      throw std::invalid_argument("cat: tensor " + std::to_string(t) + " has shape " + shape_str(s) +
-                                  ", tensor 0 has " + shape_str(first) + "; they must match except in dim " +
-                                  std::to_string(ax));
+    check(fits, "cat: tensor ", t, " has shape ", s, ", tensor 0 has ", first,
+          "; they must match except in dim ", ax);
     out_shape[ax] += s[ax];
   }
   std::vector<std::size_t> counts;
@@ -181,9 +179,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   const std::size_t ax = normalize_dim("stack", dim, first.size() + 1);
   for (std::size_t t = 0; t < tensors.size(); ++t)
     if (tensors[t].shape() != first)
-      throw std::invalid_argument("stack: tensor " + std::to_string(t) + " has shape " +
-                                  shape_str(tensors[t].shape()) + ", tensor 0 has " + shape_str(first) +
-                                  "; all must be equal");
+      throw std::invalid_argument(message("stack: tensor ", t, " has shape ", tensors[t].shape(),
+                                          ", tensor 0 has ", first, "; all must be equal"));
   // One op on the tape with every tensor as an input (not a cat of reshaped
   // copies), so that backward() sees an in-place change to any of them.
   Shape out_shape = first;
@@ -198,9 +195,8 @@ static std::size_t narrow_start(const char* op, const Shape& shape, std::size_t 
   const auto n = static_cast<int64_t>(shape[ax]);
   const int64_t begin = start < 0 ? start + n : start;
   if (begin < 0 || begin > n || length < 0 || begin + length > n)
-    throw std::out_of_range(std::string(op) + ": start " + std::to_string(start) + " and length " +
-                            std::to_string(length) + " do not fit dim " + std::to_string(ax) + " of shape " +
-                            shape_str(shape));
+    throw std::out_of_range(
+        message(op, ": start ", start, " and length ", length, " do not fit dim ", ax, " of shape ", shape));
   return static_cast<std::size_t>(begin);
 }
 
@@ -239,10 +235,10 @@ static xt::xarray<T> pick_rows(const xt::xarray<T>& a, int64_t dim, const Indice
   const Shape in_shape = shape_of(a);
   if (a.dimension() == 0 || normalize_dim("index_select", dim, a.dimension()) != 0)
     throw std::invalid_argument(
-        "index_select: only dim 0 of a tensor with at least one dim is supported; got dim " +
-        std::to_string(dim) + " of " + shape_str(in_shape));
+        message("index_select: only dim 0 of a tensor with at least one dim is supported; got dim ", dim,
+                " of ", in_shape));
   if (index.dimension() != 1)
-    throw std::invalid_argument("index_select: index must be 1-d; got shape " + shape_str(index.shape()));
+    throw std::invalid_argument(message("index_select: index must be 1-d; got shape ", index.shape()));
   check_indices("index_select", index, in_shape[0]);
   const std::size_t row = a.size() / std::max<std::size_t>(in_shape[0], 1);
   Shape out_shape = in_shape;
@@ -277,10 +273,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
   const std::size_t ax = normalize_dim("gather", dim, in_shape.size());
   bool fits = index_shape.size() == in_shape.size();
   for (std::size_t d = 0; fits && d < in_shape.size(); ++d) fits = d == ax || index_shape[d] <= in_shape[d];
-  if (!fits)
-    throw std::invalid_argument("gather: index of shape " + shape_str(index_shape) + " does not fit input " +
-                                shape_str(in_shape) + " (same number of dims, none larger except dim " +
-                                std::to_string(ax) + ")");
+  check(fits, "gather: index of shape ", index_shape, " does not fit input ", in_shape,
+        " (same number of dims, none larger except dim ", ax, ")");
   check_indices("gather", index, in_shape[ax]);
   Tensor t = record("gather", kernels::gather(a.value(), ax, index), {a},
                     [index, ax](const Array& g, const Node& n, Grads& d) {
