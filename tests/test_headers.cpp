@@ -24,7 +24,7 @@ std::string read(const std::string& path) {
 }  // namespace
 
 TEST_SUITE("headers") {
-  TEST_CASE("tapegrad.hpp includes every public header: core/, inspect/, io/, nn/, optim/ and data/") {
+  TEST_CASE("tapegrad.hpp includes every public header of core/, inspect/, io/, nn/, optim/ and data/, not distributed/") {
     std::set<std::string> headers;
     std::stringstream list(read(TAPEGRAD_HEADER_LIST));
     for (std::string line; std::getline(list, line);)
@@ -32,7 +32,10 @@ TEST_SUITE("headers") {
     REQUIRE(headers.size() > 20);
     std::set<std::string> dirs;
     for (const auto& h : headers) dirs.insert(h.substr(0, h.find('/')));
-    CHECK(dirs == std::set<std::string>{"core", "data", "inspect", "io", "nn", "optim"});
+    CHECK(dirs == std::set<std::string>{"core", "data", "distributed", "inspect", "io", "nn", "optim"});
+    // distributed/ is a library of its own, compiled on its own like the others
+    // but left out of tapegrad.hpp: nothing in the rest depends on it.
+    std::erase_if(headers, [](const std::string& h) { return h.rfind("distributed/", 0) == 0; });
 
     std::set<std::string> included;
     std::stringstream text(read(TAPEGRAD_SOURCE_DIR "/tapegrad.hpp"));
@@ -44,7 +47,7 @@ TEST_SUITE("headers") {
     }
     for (const auto& h : included) {
       INFO(h);
-      CHECK(headers.count(h) == 1);  // and nothing that is not installed
+      CHECK(headers.count(h) == 1);  // and nothing that is not installed, nor distributed/
     }
   }
 }
