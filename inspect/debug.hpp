@@ -118,7 +118,7 @@ struct RuleInput {
 };
 std::optional<RuleInput> rule_input(const std::string& op, std::size_t input);
 std::vector<std::string> ops_with_rules();
-bool rule_has_numbers(const std::string& op);  // whether worked() can write it out with numbers
+bool rule_has_numbers(const std::string& op);  // whether worked() can write it out with numbers (all can)
 
 // One element of an input's share at a backward step, worked out from the
 // rule with the step's numbers: at "x[0, 1]", text "1.61303 · (1 - 0.935409²)
@@ -132,7 +132,8 @@ struct Worked {
 // Input `input`'s elements at this step (node, the gradient at its output, the
 // shares its closure gave): every element of an input of at most max_elements,
 // else the one with the largest share (a lookup: the first rows it hit). Empty
-// where the rule is in words only, or the input takes no share.
+// where the input takes no share, or the step's numbers cannot be read back
+// (an op's sizes or options that its values do not show).
 std::vector<Worked> worked(const Node& node, const Array& grad_output, const Grads& grads, std::size_t input,
                            std::size_t max_elements = 4);
 

@@ -349,26 +349,28 @@ Tensor Embedding::dot(const Tensor& h, const Indices& ids) {
   parallel_for(rows, kernels::grain_for(rows, rows * cols * dim), [&](std::size_t lo, std::size_t hi) {
     dot_rows(h.value().data(), weight.value().data(), index.data(), lo, hi, cols, dim, scores.data());
   });
-  return record("embedding_dot", std::move(scores), {weight, h},
-                [index = std::move(index), num, dim, rows, cols, sparse = options_.sparse](
-                    const Array& g, const Node& n, Grads& d) {
-                  if (n.needs_grad(1)) {  // reads the table's rows
-                    Array dh = xt::empty<float>({rows, dim});
-                    const float* w = n.input(0).data();
-                    parallel_for(rows, kernels::grain_for(rows, rows * cols * dim),
-                                 [&](std::size_t lo, std::size_t hi) {
-                                   dot_rows_grad(g.data(), w, index.data(), lo, hi, cols, dim, dh.data());
-                                 });
-                    d[1] = std::move(dh);
-                  }
-                  if (n.needs_grad(0)) {
-                    // Entry (p, c) adds g[p, c] h[p] into row ids[p, c]: a bag
-                    // of one entry per score, reading h's row p with factor g[p, c].
-                    Plan p{index, std::vector<std::size_t>(index.size()), {g.begin(), g.end()}, num, dim};
-                    for (std::size_t k = 0; k < index.size(); ++k) p.bag_of[k] = k / cols;
-                    d[0] = weight_grad(p, n.input(1), nullptr, sparse);
-                  }
-                });
+  Tensor t = record("embedding_dot", std::move(scores), {weight, h},
+                    [index = std::move(index), num, dim, rows, cols, sparse = options_.sparse](
+                        const Array& g, const Node& n, Grads& d) {
+                      if (n.needs_grad(1)) {  // reads the table's rows
+                        Array dh = xt::empty<float>({rows, dim});
+                        const float* w = n.input(0).data();
+                        parallel_for(rows, kernels::grain_for(rows, rows * cols * dim),
+                                     [&](std::size_t lo, std::size_t hi) {
+                                       dot_rows_grad(g.data(), w, index.data(), lo, hi, cols, dim, dh.data());
+                                     });
+                        d[1] = std::move(dh);
+                      }
+                      if (n.needs_grad(0)) {
+                        // Entry (p, c) adds g[p, c] h[p] into row ids[p, c]: a bag
+                        // of one entry per score, reading h's row p with factor g[p, c].
+                        Plan p{index, std::vector<std::size_t>(index.size()), {g.begin(), g.end()}, num, dim};
+                        for (std::size_t k = 0; k < index.size(); ++k) p.bag_of[k] = k / cols;
+                        d[0] = weight_grad(p, n.input(1), nullptr, sparse);
+                      }
+                    });
+  if (t.creator()) t.creator()->ids = ids;  // for the inspector: the rows scored
+  return t;
 }
 
 // --------------------------------------------------------------- EmbeddingBag
@@ -602,13 +604,23 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
 
   std::vector<Tensor> inputs{weight};
   if (per_sample_weights) inputs.push_back(*per_sample_weights);
-  return record("embedding_bag", std::move(out), std::move(inputs),
-                [p = std::move(p), argmax = std::move(argmax), max_mode, sparse = options_.sparse](
-                    const Array& g, const Node& n, Grads& d) {
-                  if (d.size() > 1 && n.needs_grad(1))  // reads the weight's rows
-                    d[1] = per_sample_weights_grad(p, n.input(0), g, n.input_shape(1));
-                  if (n.needs_grad(0)) d[0] = weight_grad(p, g, max_mode ? &argmax : nullptr, sparse);
-                });
+  // For the inspector: the ids looked up and the bag each one adds into.
+  Indices ids = xt::adapt(p.index, {p.index.size()});
+  std::vector<int64_t> bag_of_id(p.bag_of.size());
+  for (std::size_t k = 0; k < p.bag_of.size(); ++k)
+    bag_of_id[k] = p.bag_of[k] == skip ? -1 : static_cast<int64_t>(p.bag_of[k]);
+  Tensor t = record("embedding_bag", std::move(out), std::move(inputs),
+                    [p = std::move(p), argmax = std::move(argmax), max_mode, sparse = options_.sparse](
+                        const Array& g, const Node& n, Grads& d) {
+                      if (d.size() > 1 && n.needs_grad(1))  // reads the weight's rows
+                        d[1] = per_sample_weights_grad(p, n.input(0), g, n.input_shape(1));
+                      if (n.needs_grad(0)) d[0] = weight_grad(p, g, max_mode ? &argmax : nullptr, sparse);
+                    });
+  if (t.creator()) {
+    t.creator()->ids = std::move(ids);
+    t.creator()->bags = std::move(bag_of_id);
+  }
+  return t;
 }
 
 detail::PlainRowGradsGuard::PlainRowGradsGuard() : ScopedSetting(plain_row_grads, true) {}
