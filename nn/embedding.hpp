@@ -26,9 +26,9 @@
 #include <optional>
 #include <vector>
 
+#include "../core/csr_batch.hpp"
 #include "../core/factories.hpp"
 #include "../core/scoped.hpp"
-#include "../core/csr_batch.hpp"
 #include "module.hpp"
 
 namespace tg::nn {
@@ -68,7 +68,8 @@ class Embedding : public Module {
   // score and each row is computed the same way on any number of threads.
   Tensor dot(const Tensor& h, const Indices& ids);
   std::shared_ptr<Module> clone() const override {
-    return copy_into(std::make_shared<Embedding>(Embedding(weight.value(), options_, weight.requires_grad())));
+    return copy_into(
+        std::make_shared<Embedding>(Embedding(weight.value(), options_, weight.requires_grad())));
   }
 
   std::size_t num_embeddings() const { return weight.shape()[0]; }
@@ -135,7 +136,8 @@ class EmbeddingBag : public Module {
   }
   Tensor operator()(const CsrBatch& batch) { return forward(batch); }
   std::shared_ptr<Module> clone() const override {
-    return copy_into(std::make_shared<EmbeddingBag>(EmbeddingBag(weight.value(), options_, weight.requires_grad())));
+    return copy_into(
+        std::make_shared<EmbeddingBag>(EmbeddingBag(weight.value(), options_, weight.requires_grad())));
   }
 
   std::size_t num_embeddings() const { return weight.shape()[0]; }
@@ -155,7 +157,7 @@ class EmbeddingBag : public Module {
 
 namespace detail {
 // While one lives (this thread), Embedding and EmbeddingBag build their weight
-// gradients the plain way instead of the fast one (nn/embedding.cpp); the tests
+// gradients the plain way instead of the fast one (nn/embedding_grad.cpp); the tests
 // run both and compare them bit for bit.
 class PlainRowGradsGuard : ScopedSetting<bool> {
  public:
