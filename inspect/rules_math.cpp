@@ -178,7 +178,8 @@ std::optional<Worked> bce_at(const Ctx& c, std::size_t i, std::size_t k, bool lo
   const auto& xs = c.n.input_shape(0);
   const std::size_t count = x.size();
   auto softplus_neg = [](double v) { return std::max(-v, 0.0) + std::log1p(std::exp(-std::fabs(v))); };
-  for (const auto& [wi, pi] : readings) {
+  for (const auto& reading : readings) {
+    const int wi = reading.first, pi = reading.second;  // named, not bound: lambdas capture them
     auto value_of = [&](int slot, std::size_t j) {
       return slot < 0 ? 1.0 : static_cast<double>(c.x(slot).data()[source_of(j, xs, c.n.input_shape(slot))]);
     };
