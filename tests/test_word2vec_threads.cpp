@@ -11,9 +11,8 @@
 
 namespace {
 
-// A few steps of skip-gram (or CBOW, or subwords) on a made-up corpus; both tables after them.
-std::vector<std::vector<float>> run(std::size_t threads, const w2v::Options& o) {
-  tg::set_num_threads(threads);
+// 300 sentences of 12 words, drawn from 60 words, the low numbers more often.
+std::vector<tg::data::Sentence> made_up_sentences() {
   std::vector<tg::data::Sentence> sentences;
   w2v::Rng rng{11};
   for (int s = 0; s < 300; ++s) {
@@ -21,6 +20,13 @@ std::vector<std::vector<float>> run(std::size_t threads, const w2v::Options& o) 
     for (int k = 0; k < 12; ++k) sentence.push_back("w" + std::to_string(rng.below(1 + rng.below(60))));
     sentences.push_back(sentence);
   }
+  return sentences;
+}
+
+// A few steps of skip-gram (or CBOW, or subwords) on a made-up corpus; both tables after them.
+std::vector<std::vector<float>> run(std::size_t threads, const w2v::Options& o) {
+  tg::set_num_threads(threads);
+  const std::vector<tg::data::Sentence> sentences = made_up_sentences();
   const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
   const w2v::Corpus corpus = w2v::encode(sentences, vocab);
   const w2v::Sampler sampler(vocab, o);
@@ -66,13 +72,7 @@ namespace {
 // mean loss of an example in each epoch.
 std::pair<std::vector<std::vector<float>>, std::vector<double>> run_hogwild(std::size_t threads,
                                                                             const w2v::Options& o) {
-  std::vector<tg::data::Sentence> sentences;
-  w2v::Rng rng{11};
-  for (int s = 0; s < 300; ++s) {
-    tg::data::Sentence sentence;
-    for (int k = 0; k < 12; ++k) sentence.push_back("w" + std::to_string(rng.below(1 + rng.below(60))));
-    sentences.push_back(sentence);
-  }
+  const std::vector<tg::data::Sentence> sentences = made_up_sentences();
   const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
   const w2v::Corpus corpus = w2v::encode(sentences, vocab);
   const w2v::Sampler sampler(vocab, o);
