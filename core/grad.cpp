@@ -39,14 +39,19 @@ Array::shape_type Grad::shape() const {
 }
 
 bool Grad::has_shape(std::span<const std::size_t> shape) const {
+  if (const Array* a = std::get_if<Array>(&slot_)) return std::ranges::equal(a->shape(), shape);  // no copy
   return std::ranges::equal(this->shape(), shape);
 }
 
 void Grad::accumulate(Grad&& g, std::span<const std::size_t> shape) {
-  check(g.has_shape(shape), "accumulate_grad: ", g.is_sparse() ? "SparseRows " : "", "gradient of shape ",
-        g.shape(), " for a tensor of shape ", shape);
-  check(empty() || has_shape(shape), "accumulate_grad: the gradient held has shape ", this->shape(),
-        " but the tensor now has shape ", shape, " (changed in place?); call zero_grad() first");
+  // if-throw, not check(): the messages' shapes are built only when they are needed.
+  if (!g.has_shape(shape))
+    throw std::invalid_argument(message("accumulate_grad: ", g.is_sparse() ? "SparseRows " : "",
+                                        "gradient of shape ", g.shape(), " for a tensor of shape ", shape));
+  if (!empty() && !has_shape(shape))
+    throw std::invalid_argument(message("accumulate_grad: the gradient held has shape ", this->shape(),
+                                        " but the tensor now has shape ", shape,
+                                        " (changed in place?); call zero_grad() first"));
   if (empty())
     *this = std::move(g);
   else if (is_dense() && g.is_dense())

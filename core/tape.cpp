@@ -203,13 +203,18 @@ static void gather(Walk& w, const Tensor& root) {
 // Adds g to what tensor t has received; `via` and `input` say where it came from.
 static void send(Walk& w, const Tensor& t, Grad&& g, const Node* via, std::size_t input) {
   auto [it, first] = w.arrived.try_emplace(t.impl().get(), Arrival{{}, via, input});
-  if (first && t.is_leaf()) w.leaves.push_back(t.impl());
-  const Array::shape_type shape = first ? g.shape() : it->second.grad.shape();
+  Grad& held = it->second.grad;
+  if (first) {
+    if (t.is_leaf()) w.leaves.push_back(t.impl());
+    held = std::move(g);
+    return;
+  }
+  const Array::shape_type shape = held.shape();
   if (!g.has_shape(shape))  // t was used at two shapes: changed in place between two ops
     throw std::logic_error(message("backward: ", tensor_str(*t.impl(), {{}, via, input}), ", had shape ",
                                    g.shape(), " when the op ran; an in-place write changed it to ", shape,
                                    " for another op"));
-  it->second.grad.accumulate(std::move(g), shape);
+  held.accumulate(std::move(g), shape);
 }
 
 // Runs n's closure and returns each input's gradient, summed back to the

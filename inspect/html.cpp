@@ -315,8 +315,8 @@ std::string graph_dot(const Graph& g, const json& seed, const json& steps) {
     std::string label = title(t) + "\n";
     if (t.creator() && !t.name().empty()) label += t.name() + " ";
     label += shape_str(t.shape()) + "\nvalue " + short_str(t.value().data(), t.value().size());
-    if (t.creator() && t.creator()->ids.dimension() > 0) {  // a lookup's ids
-      std::vector<float> ids(t.creator()->ids.begin(), t.creator()->ids.end());
+    if (t.creator() && t.creator()->ids) {  // a lookup's ids
+      std::vector<float> ids(t.creator()->ids->begin(), t.creator()->ids->end());
       label += "\nids " + short_str(ids.data(), ids.size());
     }
     if (t.requires_grad()) label += "\ngrad " + grad_text[k];
@@ -475,8 +475,8 @@ void write_html(const Tensor& loss, const std::string& path) {
       if (!n->group.empty()) j["group"] = n->group;
       const std::string rule = local_rule(n->op);
       if (!rule.empty()) j["rule"] = rule;
-      if (n->ids.dimension() > 0) {  // a lookup: the ids it read, and the rows (or classes) they name
-        const std::vector<int64_t> ids(n->ids.begin(), n->ids.end());
+      if (n->ids) {  // a lookup: the ids it read, and the rows (or classes) they name
+        const std::vector<int64_t> ids(n->ids->begin(), n->ids->end());
         std::vector<int64_t> rows = ids;
         std::sort(rows.begin(), rows.end());
         rows.erase(std::unique(rows.begin(), rows.end()), rows.end());

@@ -109,7 +109,8 @@ std::optional<Worked> join_at(const Ctx& c, std::size_t i, std::size_t k, bool s
 // gather(x, dim, index): out[j] = x[j with index[j] along dim]; element k of x
 // gets the gradient of every output position that picked it.
 std::optional<Worked> gather_at(const Ctx& c, std::size_t k) {
-  const Indices& ids = c.n.ids;
+  if (!c.n.ids) return std::nullopt;
+  const Indices& ids = *c.n.ids;
   const auto &in = c.n.input_shape(0), &out = c.n.output_shape;
   if (ids.dimension() != out.size() || ids.size() != c.y().size()) return std::nullopt;
   for (std::size_t ax = 0; ax < in.size(); ++ax) {
@@ -138,8 +139,8 @@ std::optional<Worked> gather_at(const Ctx& c, std::size_t k) {
 
 // a lookup: row r of input 0 gets the sum of the output rows whose id is r.
 std::optional<Worked> rows_hit(const Ctx& c, std::size_t, std::size_t r) {
-  const Indices& ids = c.n.ids;
-  if (ids.dimension() == 0 || ids.size() == 0) return std::nullopt;  // not a lookup (a 0-d array: no ids)
+  if (!c.n.ids || c.n.ids->size() == 0) return std::nullopt;  // not a lookup
+  const Indices& ids = *c.n.ids;
   const std::size_t cols = c.g.size() / ids.size();
   Worked w;
   w.value.assign(cols, 0.0);
@@ -196,7 +197,8 @@ Worked rows_sum(const std::vector<std::string>& texts, const std::vector<std::st
 
 // embedding_bag: the mode (sum, mean, max) read back from the bags' values.
 std::optional<Worked> embedding_bag_at(const Ctx& c, std::size_t i, std::size_t k) {
-  const Indices& ids = c.n.ids;
+  if (!c.n.ids) return std::nullopt;
+  const Indices& ids = *c.n.ids;
   const std::vector<int64_t>& bags = c.n.bags;
   const Array& W = c.x(0);
   if (ids.size() != bags.size() || W.dimension() != 2) return std::nullopt;
@@ -275,7 +277,8 @@ std::optional<Worked> embedding_bag_at(const Ctx& c, std::size_t i, std::size_t 
 
 // embedding_dot(h [P, dim], ids [P, C]): y[p, q] = h[p] · weight[ids[p, q]].
 std::optional<Worked> embedding_dot_at(const Ctx& c, std::size_t i, std::size_t k) {
-  const Indices& ids = c.n.ids;
+  if (!c.n.ids) return std::nullopt;
+  const Indices& ids = *c.n.ids;
   const Array &W = c.x(0), &H = c.x(1);
   if (ids.dimension() != 2 || W.dimension() != 2 || H.dimension() != 2) return std::nullopt;
   const std::size_t rows = ids.shape()[0], cols = ids.shape()[1], dim = W.shape()[1];

@@ -145,8 +145,8 @@ std::optional<Worked> mse_at(const Ctx& c, std::size_t i, std::size_t k) {
 
 // nll_loss(log_probs [N, C], target): -grad (/ N for the mean) at each row's target.
 std::optional<Worked> nll_at(const Ctx& c, std::size_t k) {
-  const Indices& target = c.n.ids;
-  if (target.dimension() != 1) return std::nullopt;
+  if (!c.n.ids || c.n.ids->dimension() != 1) return std::nullopt;
+  const Indices& target = *c.n.ids;
   const Array& lp = c.x(0);
   const std::size_t rows = target.size(), classes = lp.size() / std::max<std::size_t>(rows, 1);
   if (rows == 0) return std::nullopt;

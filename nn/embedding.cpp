@@ -481,11 +481,11 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
 
   std::vector<Tensor> inputs{weight};
   if (per_sample_weights) inputs.push_back(*per_sample_weights);
-  // For the inspector: the ids looked up and the bag each one adds into.
-  Indices ids = xt::adapt(p.index, {p.index.size()});
-  std::vector<int64_t> bag_of_id(p.bag_of.size());
-  for (std::size_t k = 0; k < p.bag_of.size(); ++k)
-    bag_of_id[k] = p.bag_of[k] == skip ? -1 : static_cast<int64_t>(p.bag_of[k]);
+  // For the inspector: the ids looked up and the bag each one adds into
+  // (skip, the largest size_t, converts to -1: padding).
+  Indices ids = Indices::from_shape({p.index.size()});
+  std::copy(p.index.begin(), p.index.end(), ids.data());
+  std::vector<int64_t> bag_of_id(p.bag_of.begin(), p.bag_of.end());
   Tensor t = record("embedding_bag", std::move(out), std::move(inputs),
                     [p = std::move(p), argmax = std::move(argmax), max_mode, sparse = options_.sparse](
                         const Array& g, const Node& n, Grads& d) {
