@@ -57,7 +57,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,8 +88,8 @@ struct Node {
   std::atomic<bool> released = false;         // backward() ran and dropped inputs and closure
   std::atomic<const void*> walker = nullptr;  // the backward() call walking this node now
   std::string group;  // the op the user called, when this one is part of it ("cross_entropy"; see OpGroup)
-  std::optional<Indices> ids;  // the ids a lookup read (embedding, embedding_bag, embedding_dot, index_select,
-                               // gather, nll_loss), for the inspector; none for other ops (and no allocation)
+  std::unique_ptr<const Indices> ids;  // the ids a lookup read (embedding, embedding_bag, embedding_dot,
+                                       // index_select, gather, nll_loss), for the inspector; null for other ops
   std::vector<int64_t> bags;  // embedding_bag: the bag (output row) each of ids adds into, -1 for padding
 
   // For closures: input i's values (or the output's) as the op saw them;

@@ -149,7 +149,7 @@ Tensor Embedding::forward(const Indices& input) {
                     [p = std::move(p), sparse = options_.sparse](const Array& g, const Node&, Grads& d) {
                       d[0] = weight_grad(p, g, nullptr, sparse);
                     });
-  if (t.creator()) t.creator()->ids = input;  // for the inspector: the ids looked up
+  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(input);  // for the inspector: the ids looked up
   return t;
 }
 
@@ -246,7 +246,7 @@ Tensor Embedding::dot(const Tensor& h, const Indices& ids) {
                         d[0] = weight_grad(p, n.input(1), nullptr, sparse);
                       }
                     });
-  if (t.creator()) t.creator()->ids = ids;  // for the inspector: the rows scored
+  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(ids);  // for the inspector: the rows scored
   return t;
 }
 
@@ -494,7 +494,7 @@ Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::s
                       if (n.needs_grad(0)) d[0] = weight_grad(p, g, max_mode ? &argmax : nullptr, sparse);
                     });
   if (t.creator()) {
-    t.creator()->ids = std::move(ids);
+    t.creator()->ids = std::make_unique<Indices>(std::move(ids));
     t.creator()->bags = std::move(bag_of_id);
   }
   return t;

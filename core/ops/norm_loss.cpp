@@ -85,7 +85,7 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
                          }
                          d[0] = std::move(gi);
                        });
-  if (loss.creator()) loss.creator()->ids = target;  // for the inspector: which class each row picks
+  if (loss.creator()) loss.creator()->ids = std::make_unique<Indices>(target);  // for the inspector: which class each row picks
   return loss;
 }
 

@@ -263,7 +263,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
                           gi.data()[index(i) * row + c] += g.data()[i * row + c];
                       d[0] = std::move(gi);
                     });
-  if (t.creator()) t.creator()->ids = index;  // for the inspector: the rows picked
+  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(index);  // for the inspector: the rows picked
   return t;
 }
 
@@ -280,7 +280,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
                     [index, ax](const Array& g, const Node& n, Grads& d) {
                       d[0] = kernels::scatter_add(shape_of_input(n, 0), ax, index, g);
                     });
-  if (t.creator()) t.creator()->ids = index;  // for the inspector: the positions picked
+  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(index);  // for the inspector: the positions picked
   return t;
 }
 
