@@ -1,3 +1,4 @@
+// BatchNorm1d and BatchNorm2d: training-mode batch statistics, running statistics as buffers, eval mode.
 #include "batch_norm.hpp"
 
 #include <mutex>

@@ -1,3 +1,4 @@
+// Conv1d, Conv2d and the pooling modules: PyTorch's initialisation, shapes checked, forward through core's ops.
 #include "conv.hpp"
 
 #include <cmath>

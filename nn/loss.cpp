@@ -1,3 +1,4 @@
+// BCEWithLogitsLoss, the loss module: its weights kept as buffers, forward through tg::binary_cross_entropy_with_logits.
 #include "loss.hpp"
 
 namespace tg::nn {

@@ -1,3 +1,4 @@
+// GRU, LSTM and their cells: PyTorch's gate order and weight names, layers and directions over time.
 #include "rnn.hpp"
 
 #include <cmath>
