@@ -88,9 +88,11 @@ struct Node {
   std::atomic<bool> released = false;         // backward() ran and dropped inputs and closure
   std::atomic<const void*> walker = nullptr;  // the backward() call walking this node now
   std::string group;  // the op the user called, when this one is part of it ("cross_entropy"; see OpGroup)
-  std::unique_ptr<const Indices> ids;  // the ids a lookup read (embedding, embedding_bag, embedding_dot,
-                                       // index_select, gather, nll_loss), for the inspector; null for other ops
-  std::vector<int64_t> bags;  // embedding_bag: the bag (output row) each of ids adds into, -1 for padding
+  // The ids a lookup read (embedding, embedding_bag, embedding_dot, index_select, gather, nll_loss), for the
+  // inspector; null for other ops. embedding and embedding_bag keep here which output row (bag) each id adds
+  // into, SIZE_MAX for padding; their backward reads both from here, so they are stored once.
+  std::unique_ptr<const Indices> ids;
+  std::vector<std::size_t> bags;
 
   // For closures: input i's values (or the output's) as the op saw them;
   // throws std::logic_error if an in-place write changed them since.

@@ -4,6 +4,7 @@
 // embedding_bag, embedding_dot.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 #include "rules_common.hpp"
@@ -199,14 +200,15 @@ Worked rows_sum(const std::vector<std::string>& texts, const std::vector<std::st
 std::optional<Worked> embedding_bag_at(const Ctx& c, std::size_t i, std::size_t k) {
   if (!c.n.ids) return std::nullopt;
   const Indices& ids = *c.n.ids;
-  const std::vector<int64_t>& bags = c.n.bags;
+  const std::vector<std::size_t>& bags = c.n.bags;
+  constexpr std::size_t padding = SIZE_MAX;  // a padding entry's bag
   const Array& W = c.x(0);
   if (ids.size() != bags.size() || W.dimension() != 2) return std::nullopt;
   const std::size_t dim = W.shape()[1], nb = c.y().size() / std::max<std::size_t>(dim, 1);
   const bool weighted = c.n.inputs.size() > 1;
   std::vector<std::size_t> count(nb, 0);
-  for (int64_t b : bags)
-    if (b >= 0) ++count[static_cast<std::size_t>(b)];
+  for (std::size_t b : bags)
+    if (b != padding) ++count[b];
   auto row = [&](std::size_t e) { return W.data() + ids.data()[e] * static_cast<int64_t>(dim); };
   // Each mode's bags recomputed; the first that gives the output is the op's.
   std::string mode;
@@ -216,8 +218,8 @@ std::optional<Worked> embedding_bag_at(const Ctx& c, std::size_t i, std::size_t 
     std::vector<double> out(nb * dim, 0.0);
     std::vector<std::size_t> arg(nb * dim, ids.size());
     for (std::size_t e = 0; e < ids.size(); ++e) {
-      if (bags[e] < 0) continue;
-      const auto b = static_cast<std::size_t>(bags[e]);
+      if (bags[e] == padding) continue;
+      const std::size_t b = bags[e];
       for (std::size_t d = 0; d < dim; ++d) {
         const double v = row(e)[d];
         if (m[1] == 'a') {  // max: the first maximum
@@ -239,8 +241,8 @@ std::optional<Worked> embedding_bag_at(const Ctx& c, std::size_t i, std::size_t 
   if (mode.empty()) return std::nullopt;
   auto grad_row = [&](std::size_t b) { return c.g.data() + b * dim; };
   if (i == 1) {  // per_sample_weights[e] += the row it looked up · its bag's grad
-    if (bags[k] < 0) return sum_of({{"0 (padding)", "", 0.0}});
-    const auto b = static_cast<std::size_t>(bags[k]);
+    if (bags[k] == padding) return sum_of({{"0 (padding)", "", 0.0}});
+    const std::size_t b = bags[k];
     std::vector<Term> terms;
     for (std::size_t d = 0; d < dim; ++d)
       terms.push_back({num(row(k)[d]) + " · " + par(grad_row(b)[d]), "", row(k)[d] * grad_row(b)[d]});
@@ -251,8 +253,8 @@ std::optional<Worked> embedding_bag_at(const Ctx& c, std::size_t i, std::size_t 
   std::vector<std::string> texts, values;
   std::vector<double> total(dim, 0.0);
   for (std::size_t e = 0; e < ids.size(); ++e) {
-    if (ids.data()[e] != static_cast<int64_t>(k) || bags[e] < 0) continue;
-    const auto b = static_cast<std::size_t>(bags[e]);
+    if (ids.data()[e] != static_cast<int64_t>(k) || bags[e] == padding) continue;
+    const std::size_t b = bags[e];
     std::vector<double> part(dim);
     std::string text = "grad bag " + std::to_string(b), value;
     if (mode == "max") {

@@ -130,26 +130,32 @@ Tensor Embedding::forward(const Indices& input) {
   check_weight("Embedding", weight);
   const std::size_t num = num_embeddings(), dim = embedding_dim();
   check_indices("Embedding", input, num);
-  std::vector<int64_t> ids(input.begin(), input.end());
-  if (options_.max_norm) renorm_rows("Embedding", weight, ids, *options_.max_norm, options_.norm_type);
+  auto ids = std::make_unique<const Indices>(input);  // kept by the tape entry: its backward reads them
+  const int64_t* index = ids->data();
+  if (options_.max_norm)
+    renorm_rows("Embedding", weight, {index, index + ids->size()}, *options_.max_norm, options_.norm_type);
 
   // [n] ids -> [n, dim]: output row k is a copy of table row ids[k]. No multiplication.
   Shape out_shape(input.shape().begin(), input.shape().end());
   out_shape.push_back(dim);
   Array out = xt::empty<float>(out_shape);
-  for (std::size_t k = 0; k < ids.size(); ++k)
-    std::copy_n(weight.value().data() + ids[k] * dim, dim, out.data() + k * dim);
+  for (std::size_t k = 0; k < ids->size(); ++k)
+    std::copy_n(weight.value().data() + index[k] * dim, dim, out.data() + k * dim);
 
   // A lookup is a bag of one entry: output row k is the bag of entry k, which
   // the padding row leaves empty.
-  Plan p{std::move(ids), {}, std::vector<float>(input.size(), 1.0f), num, dim};
-  for (std::size_t k = 0; k < p.index.size(); ++k)
-    p.bag_of.push_back(is_padding(p.index[k], options_.padding_idx) ? skip : k);
+  std::vector<std::size_t> bag_of(ids->size());
+  for (std::size_t k = 0; k < bag_of.size(); ++k)
+    bag_of[k] = is_padding(index[k], options_.padding_idx) ? skip : k;
   Tensor t = record("embedding", std::move(out), {weight},
-                    [p = std::move(p), sparse = options_.sparse](const Array& g, const Node&, Grads& d) {
-                      d[0] = weight_grad(p, g, nullptr, sparse);
+                    [coef = std::vector<float>(bag_of.size(), 1.0f), num, dim, sparse = options_.sparse](
+                        const Array& g, const Node& n, Grads& d) {
+                      d[0] = weight_grad(detail::recorded_plan(n, coef, num, dim), g, nullptr, sparse);
                     });
-  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(input);  // for the inspector: the ids looked up
+  if (t.creator()) {
+    t.creator()->ids = std::move(ids);
+    t.creator()->bags = std::move(bag_of);
+  }
   return t;
 }
 
@@ -219,34 +225,36 @@ Tensor Embedding::dot(const Tensor& h, const Indices& ids) {
     throw std::invalid_argument("Embedding::dot: not for a table with max_norm or padding_idx");
   check_indices("Embedding::dot", ids, num);
   const std::size_t rows = ids.shape()[0], cols = ids.shape()[1];
-  std::vector<int64_t> index(ids.begin(), ids.end());
+  auto kept = std::make_unique<const Indices>(ids);  // kept by the tape entry: its backward reads them
+  const int64_t* index = kept->data();
 
   // [P, dim] . [P, C, dim] -> [P, C]
   Array scores = xt::empty<float>({rows, cols});
   parallel_for(rows, kernels::grain_for(rows, rows * cols * dim), [&](std::size_t lo, std::size_t hi) {
-    dot_rows(h.value().data(), weight.value().data(), index.data(), lo, hi, cols, dim, scores.data());
+    dot_rows(h.value().data(), weight.value().data(), index, lo, hi, cols, dim, scores.data());
   });
-  Tensor t = record("embedding_dot", std::move(scores), {weight, h},
-                    [index = std::move(index), num, dim, rows, cols, sparse = options_.sparse](
-                        const Array& g, const Node& n, Grads& d) {
-                      if (n.needs_grad(1)) {  // reads the table's rows
-                        Array dh = xt::empty<float>({rows, dim});
-                        const float* w = n.input(0).data();
-                        parallel_for(rows, kernels::grain_for(rows, rows * cols * dim),
-                                     [&](std::size_t lo, std::size_t hi) {
-                                       dot_rows_grad(g.data(), w, index.data(), lo, hi, cols, dim, dh.data());
-                                     });
-                        d[1] = std::move(dh);
-                      }
-                      if (n.needs_grad(0)) {
-                        // Entry (p, c) adds g[p, c] h[p] into row ids[p, c]: a bag
-                        // of one entry per score, reading h's row p with factor g[p, c].
-                        Plan p{index, std::vector<std::size_t>(index.size()), {g.begin(), g.end()}, num, dim};
-                        for (std::size_t k = 0; k < index.size(); ++k) p.bag_of[k] = k / cols;
-                        d[0] = weight_grad(p, n.input(1), nullptr, sparse);
-                      }
-                    });
-  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(ids);  // for the inspector: the rows scored
+  Tensor t = record(
+      "embedding_dot", std::move(scores), {weight, h},
+      [num, dim, rows, cols, sparse = options_.sparse](const Array& g, const Node& n, Grads& d) {
+        const std::span<const int64_t> index(n.ids->data(), n.ids->size());
+        if (n.needs_grad(1)) {  // reads the table's rows
+          Array dh = xt::empty<float>({rows, dim});
+          const float* w = n.input(0).data();
+          parallel_for(rows, kernels::grain_for(rows, rows * cols * dim),
+                       [&](std::size_t lo, std::size_t hi) {
+                         dot_rows_grad(g.data(), w, index.data(), lo, hi, cols, dim, dh.data());
+                       });
+          d[1] = std::move(dh);
+        }
+        if (n.needs_grad(0)) {
+          // Entry (p, c) adds g[p, c] h[p] into row ids[p, c]: a bag
+          // of one entry per score, reading h's row p with factor g[p, c].
+          std::vector<std::size_t> bag_of(index.size());
+          for (std::size_t k = 0; k < index.size(); ++k) bag_of[k] = k / cols;
+          d[0] = weight_grad({index, bag_of, {g.data(), g.size()}, num, dim}, n.input(1), nullptr, sparse);
+        }
+      });
+  if (t.creator()) t.creator()->ids = std::move(kept);
   return t;
 }
 
@@ -304,29 +312,27 @@ std::vector<std::size_t> bag_starts(const Indices& offsets, std::size_t n, bool 
   return starts;
 }
 
-// The Plan of a bag layer: which bag each entry adds to, with what factor.
-Plan bag_plan(std::vector<int64_t> index, const std::vector<std::size_t>& starts,
-              const std::optional<Tensor>& per_sample_weights, const EmbeddingBagOptions& o, std::size_t num,
-              std::size_t dim) {
-  Plan p{std::move(index), {}, {}, num, dim};
-  p.bag_of.assign(p.index.size(), skip);
-  p.coef.assign(p.index.size(), 0.0f);
+// A bag layer's plan: which bag each entry adds to (bag_of), with what factor (coef).
+void bag_plan(std::span<const int64_t> index, const std::vector<std::size_t>& starts,
+              const std::optional<Tensor>& per_sample_weights, const EmbeddingBagOptions& o,
+              std::vector<std::size_t>& bag_of, std::vector<float>& coef) {
+  bag_of.assign(index.size(), skip);
+  coef.assign(index.size(), 0.0f);
   for (std::size_t b = 0; b + 1 < starts.size(); ++b) {
     std::size_t count = 0;  // entries that are not padding
     for (std::size_t k = starts[b]; k < starts[b + 1]; ++k)
-      if (!is_padding(p.index[k], o.padding_idx)) {
-        p.bag_of[k] = b;
+      if (!is_padding(index[k], o.padding_idx)) {
+        bag_of[k] = b;
         ++count;
       }
     for (std::size_t k = starts[b]; k < starts[b + 1]; ++k) {
-      if (p.bag_of[k] == skip) continue;
+      if (bag_of[k] == skip) continue;
       if (o.mode == EmbeddingBagMode::mean)
-        p.coef[k] = 1.0f / static_cast<float>(count);
+        coef[k] = 1.0f / static_cast<float>(count);
       else
-        p.coef[k] = per_sample_weights ? per_sample_weights->value().data()[k] : 1.0f;
+        coef[k] = per_sample_weights ? per_sample_weights->value().data()[k] : 1.0f;
     }
   }
-  return p;
 }
 
 // sum and mean: out[bag] += coef * row, for each entry.  [n] rows -> [bags, dim]
@@ -422,8 +428,9 @@ Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
   std::vector<std::size_t> starts = bag_starts(offsets, input.size(), options_.include_last_offset);
   check_indices("EmbeddingBag", input, num_embeddings());
   if (per_sample_weights) check_per_sample_weights(options_.mode, *per_sample_weights, shape_of(input));
-  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts),
-                      per_sample_weights);
+  Indices entries = Indices::from_shape({input.size()});  // flat: entry k of the bags
+  std::copy(input.begin(), input.end(), entries.begin());
+  return forward_bags(std::move(entries), std::move(starts), per_sample_weights);
 }
 
 Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& per_sample_weights) {
@@ -436,8 +443,9 @@ Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& 
   const std::size_t bags = input.shape()[0], n = input.shape()[1];
   std::vector<std::size_t> starts;
   for (std::size_t b = 0; b <= bags; ++b) starts.push_back(b * n);
-  return forward_bags(std::vector<int64_t>(input.begin(), input.end()), std::move(starts),
-                      per_sample_weights);
+  Indices entries = Indices::from_shape({input.size()});  // flat: entry k of the bags
+  std::copy(input.begin(), input.end(), entries.begin());
+  return forward_bags(std::move(entries), std::move(starts), per_sample_weights);
 }
 
 Tensor EmbeddingBag::forward(const CsrBatch& batch) {
@@ -453,7 +461,8 @@ Tensor EmbeddingBag::forward(const CsrBatch& batch) {
         (batch.indptr.empty() ? "an empty indptr" : std::to_string(batch.indptr.back())));
   Indices indptr = xt::adapt(batch.indptr, {batch.indptr.size()});
   std::vector<std::size_t> starts = bag_starts(indptr, n, /*include_last_offset=*/true);
-  Indices indices = xt::adapt(batch.indices, {n});
+  Indices indices = Indices::from_shape({n});
+  std::copy(batch.indices.begin(), batch.indices.end(), indices.begin());
   check_indices("EmbeddingBag", indices, num_embeddings());
   std::optional<Tensor> weights;
   if (!batch.values.empty()) {
@@ -466,36 +475,38 @@ Tensor EmbeddingBag::forward(const CsrBatch& batch) {
                                   " values for " + std::to_string(n) + " indices");
     weights = Tensor(xt::adapt(batch.values, {n}));
   }
-  return forward_bags(batch.indices, std::move(starts), weights);
+  return forward_bags(std::move(indices), std::move(starts), weights);
 }
 
-Tensor EmbeddingBag::forward_bags(std::vector<int64_t> index, std::vector<std::size_t> starts,
+Tensor EmbeddingBag::forward_bags(Indices entries, std::vector<std::size_t> starts,
                                   const std::optional<Tensor>& per_sample_weights) {
-  if (options_.max_norm) renorm_rows("EmbeddingBag", weight, index, *options_.max_norm, options_.norm_type);
-  const std::size_t bags = starts.size() - 1;
-  Plan p =
-      bag_plan(std::move(index), starts, per_sample_weights, options_, num_embeddings(), embedding_dim());
+  auto ids =
+      std::make_unique<const Indices>(std::move(entries));  // kept by the tape entry: its backward reads them
+  const std::span<const int64_t> index(ids->data(), ids->size());
+  if (options_.max_norm)
+    renorm_rows("EmbeddingBag", weight, {index.begin(), index.end()}, *options_.max_norm, options_.norm_type);
+  const std::size_t bags = starts.size() - 1, num = num_embeddings(), dim = embedding_dim();
+  std::vector<std::size_t> bag_of;
+  std::vector<float> coef;
+  bag_plan(index, starts, per_sample_weights, options_, bag_of, coef);
+  const Plan p{index, bag_of, coef, num, dim};
   const bool max_mode = options_.mode == EmbeddingBagMode::max;
   std::vector<std::size_t> argmax;
   Array out = max_mode ? bag_max(p, weight.value(), bags, argmax) : bag_sum(p, starts, weight.value());
 
   std::vector<Tensor> inputs{weight};
   if (per_sample_weights) inputs.push_back(*per_sample_weights);
-  // For the inspector: the ids looked up and the bag each one adds into
-  // (skip, the largest size_t, converts to -1: padding).
-  Indices ids = Indices::from_shape({p.index.size()});
-  std::copy(p.index.begin(), p.index.end(), ids.data());
-  std::vector<int64_t> bag_of_id(p.bag_of.begin(), p.bag_of.end());
   Tensor t = record("embedding_bag", std::move(out), std::move(inputs),
-                    [p = std::move(p), argmax = std::move(argmax), max_mode, sparse = options_.sparse](
-                        const Array& g, const Node& n, Grads& d) {
+                    [coef = std::move(coef), argmax = std::move(argmax), num, dim, max_mode,
+                     sparse = options_.sparse](const Array& g, const Node& n, Grads& d) {
+                      const Plan p = detail::recorded_plan(n, coef, num, dim);
                       if (d.size() > 1 && n.needs_grad(1))  // reads the weight's rows
                         d[1] = per_sample_weights_grad(p, n.input(0), g, n.input_shape(1));
                       if (n.needs_grad(0)) d[0] = weight_grad(p, g, max_mode ? &argmax : nullptr, sparse);
                     });
   if (t.creator()) {
-    t.creator()->ids = std::make_unique<Indices>(std::move(ids));
-    t.creator()->bags = std::move(bag_of_id);
+    t.creator()->ids = std::move(ids);
+    t.creator()->bags = std::move(bag_of);
   }
   return t;
 }

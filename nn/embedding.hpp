@@ -150,7 +150,7 @@ class EmbeddingBag : public Module {
   EmbeddingBag(Array weight, EmbeddingBagOptions options, bool requires_grad);
   // All entries of input, where each bag starts (B + 1 entries), and the
   // per-sample weights if any; every argument already checked.
-  Tensor forward_bags(std::vector<int64_t> index, std::vector<std::size_t> starts,
+  Tensor forward_bags(Indices entries, std::vector<std::size_t> starts,
                       const std::optional<Tensor>& per_sample_weights);
   EmbeddingBagOptions options_;
 };
