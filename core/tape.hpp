@@ -88,9 +88,9 @@ struct Node {
   std::atomic<bool> released = false;         // backward() ran and dropped inputs and closure
   std::atomic<const void*> walker = nullptr;  // the backward() call walking this node now
   std::string group;  // the op the user called, when this one is part of it ("cross_entropy"; see OpGroup)
-  // The ids a lookup read (embedding, embedding_bag, embedding_dot, index_select, gather, nll_loss), for the
-  // inspector; null for other ops. embedding and embedding_bag keep here which output row (bag) each id adds
-  // into, SIZE_MAX for padding; their backward reads both from here, so they are stored once.
+  // The ids a lookup read (embedding, embedding_bag, embedding_dot, index_select, gather, nll_loss); null for
+  // other ops. embedding and embedding_bag also keep which output row (bag) each id adds into, SIZE_MAX for
+  // padding. The op's backward reads them from here and the inspector shows them: they are stored once.
   std::unique_ptr<const Indices> ids;
   std::vector<std::size_t> bags;
 

@@ -75,17 +75,19 @@ Tensor nll_loss(const Tensor& log_probs, const Indices& target, Reduction r) {
     const float total = static_cast<float>(kernels::sum(picked.data(), n));
     out = Array(r == Reduction::mean ? total / static_cast<float>(n) : total);
   }
-  Tensor loss = record("nll_loss", std::move(out), {log_probs},
-                       [target, r, n, c](const Array& g, const Node&, Grads& d) {
-                         Array gi = zeros_array("nll_loss", Shape{n, c});
-                         for (std::size_t i = 0; i < n; ++i) {
-                           float gi_val = r == Reduction::none ? g(i) : g();
-                           if (r == Reduction::mean) gi_val /= static_cast<float>(n);
-                           gi.data()[i * c + target(i)] = -gi_val;
-                         }
-                         d[0] = std::move(gi);
-                       });
-  if (loss.creator()) loss.creator()->ids = std::make_unique<Indices>(target);  // for the inspector: which class each row picks
+  Tensor loss =
+      record("nll_loss", std::move(out), {log_probs}, [r, n, c](const Array& g, const Node& node, Grads& d) {
+        const Indices& target = *node.ids;
+        Array gi = zeros_array("nll_loss", Shape{n, c});
+        for (std::size_t i = 0; i < n; ++i) {
+          float gi_val = r == Reduction::none ? g(i) : g();
+          if (r == Reduction::mean) gi_val /= static_cast<float>(n);
+          gi.data()[i * c + target(i)] = -gi_val;
+        }
+        d[0] = std::move(gi);
+      });
+  // Kept by the tape entry: the backward reads them there, and the inspector shows them.
+  if (loss.creator()) loss.creator()->ids = std::make_unique<Indices>(target);
   return loss;
 }
 

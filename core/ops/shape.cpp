@@ -256,14 +256,16 @@ static xt::xarray<T> pick_rows(const xt::xarray<T>& a, int64_t dim, const Indice
 Tensor index_select(const Tensor& a, int64_t dim, const Indices& index) {
   const std::size_t row = a.numel() / std::max<std::size_t>(a.dim() == 0 ? 1 : a.shape()[0], 1);
   Tensor t = record("index_select", pick_rows(a.value(), dim, index), {a},
-                    [index, row](const Array& g, const Node& n, Grads& d) {
+                    [row](const Array& g, const Node& n, Grads& d) {
+                      const Indices& index = *n.ids;
                       Array gi = zeros_array("index_select", n.input_shape(0));
                       for (std::size_t i = 0; i < index.size(); ++i)  // scatter-add: repeats sum
                         for (std::size_t c = 0; c < row; ++c)
                           gi.data()[index(i) * row + c] += g.data()[i * row + c];
                       d[0] = std::move(gi);
                     });
-  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(index);  // for the inspector: the rows picked
+  // Kept by the tape entry: the backward reads them there, and the inspector shows them.
+  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(index);
   return t;
 }
 
@@ -277,10 +279,11 @@ Tensor gather(const Tensor& a, int64_t dim, const Indices& index) {
         " (same number of dims, none larger except dim ", ax, ")");
   check_indices("gather", index, in_shape[ax]);
   Tensor t = record("gather", kernels::gather(a.value(), ax, index), {a},
-                    [index, ax](const Array& g, const Node& n, Grads& d) {
-                      d[0] = kernels::scatter_add(shape_of_input(n, 0), ax, index, g);
+                    [ax](const Array& g, const Node& n, Grads& d) {
+                      d[0] = kernels::scatter_add(shape_of_input(n, 0), ax, *n.ids, g);
                     });
-  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(index);  // for the inspector: the positions picked
+  // Kept by the tape entry: the backward reads them there, and the inspector shows them.
+  if (t.creator()) t.creator()->ids = std::make_unique<Indices>(index);
   return t;
 }
 
