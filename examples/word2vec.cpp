@@ -21,7 +21,8 @@
 // row the same way on any thread, so a run gives the same vectors, bit for
 // bit, on any number of threads. With --hogwild the threads train instead as
 // fastText's do, each on its own sentences, writing into the shared tables
-// without locks (w2v::HogwildWorker), repeatable on one thread only.
+// as it goes (w2v::HogwildWorker; a lock on each row while it is copied or
+// updated), repeatable on one thread only.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -79,7 +80,7 @@ int main(int argc, char** argv) try {
       "has a '/' is tagged). --batch: corpus words per step. --output: the vectors as a .vec file\n"
       "(word2vec's text format). --neighbours: comma-separated words whose nearest words to print.\n"
       "A run gives the same vectors on any --threads; with --hogwild the threads train\n"
-      "at once without locks, as fastText's do (repeatable on one thread only).",
+      "at once on their own sentences, as fastText's do (repeatable on one thread only).",
       {"--subwords", "--hogwild"});
   w2v::Options o;
   o.cbow = flag["--model"] == "cbow";

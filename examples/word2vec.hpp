@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -340,12 +341,14 @@ struct Tables {
 
 class Model {
  public:
-  // Input vectors uniform in +-0.5 / dim (word2vec's start), output vectors 0.
+  // Input vectors uniform in +-1 / dim, output vectors 0: fastText's and
+  // gensim's start. (word2vec.c starts at +-0.5 / dim; on the Brown corpus that
+  // gave vectors whose nearest words shared their tag less often: benchmarks.md.)
   Model(const Vocab& vocab, const Options& o) : o_(o), vocab_size_(vocab.size()) {
     const std::size_t rows = vocab.size() + (o.subwords ? o.buckets : 0);
     tg::Array w = xt::empty<float>({rows, o.dim});
     Rng rng{mix(o.seed ^ 0x5eedULL)};
-    for (float& x : w) x = static_cast<float>((rng.uniform() - 0.5) / static_cast<double>(o.dim));
+    for (float& x : w) x = static_cast<float>((2 * rng.uniform() - 1) / static_cast<double>(o.dim));
     if (o.subwords || o.cbow)
       bag_ = std::make_unique<tg::nn::EmbeddingBag>(tg::nn::EmbeddingBag::from_pretrained(
           w, {.mode = tg::nn::EmbeddingBagMode::mean}, /*freeze=*/false));
@@ -526,21 +529,62 @@ inline EpochLoss train_epoch(Model& model, const Sampler& sampler, const Corpus&
 
 // Hogwild (Recht et al. 2011), as fastText and word2vec train on several
 // threads: each thread takes its own run of sentences and adds its updates to
-// the shared tables at once, without locks. Two threads that update one row at
-// the same moment may lose one of the two updates, which SGD shrugs off. To
-// keep that defined behaviour in C++ (and clean under ThreadSanitizer), every
-// read and write of a shared row goes through std::atomic_ref<float> with
-// relaxed order: a worker copies the rows its batch reads, runs the step on
-// the tape over the copies (the same lookups and sparse row gradients as
-// Model::step), and adds -lr * gradient into the shared rows. Alone, a worker
-// gives Model::step's SGD result bit for bit; on several threads the result
-// depends on how they interleave, as fastText's does.
+// the shared tables at once, with no meeting between the threads. fastText and
+// word2vec let two threads read and write a row at the same moment (a data
+// race, undefined behaviour in C++). Here a worker takes a lock on a row while
+// it copies the row or adds its update into it, and holds one lock at a time:
+// copies and updates are whole rows, plain loops the compiler vectorises, and
+// the run is clean under ThreadSanitizer. A worker copies the rows its batch
+// reads, runs the step on the tape over the copies (the same lookups and
+// sparse row gradients as Model::step), and adds -lr * gradient into the
+// shared rows. What one worker copies may already hold updates the other
+// made since (as in fastText), so on several threads the result depends on
+// how they interleave; alone, a worker gives Model::step's SGD result bit for bit.
+
+// The locks of a shared table's rows: row r's is stripe r % stripes, each on a
+// cache line of its own, so that two threads locking neighbouring rows (the
+// most frequent words are rows 0, 1, ...) do not fight over one line.
+class RowLocks {
+ public:
+  // Locks row r until the guard goes out of scope.
+  class Guard {
+   public:
+    explicit Guard(std::atomic_flag& f) : f_(f) {
+      for (unsigned spins = 0; f_.test_and_set(std::memory_order_acquire);)
+        while (f_.test(std::memory_order_relaxed))
+          if (++spins % 64 == 0) std::this_thread::yield();  // the holder may be descheduled
+    }
+    ~Guard() { f_.clear(std::memory_order_release); }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    std::atomic_flag& f_;
+  };
+
+  Guard lock(int64_t row) { return Guard(stripes_[static_cast<std::size_t>(row) % kStripes].flag); }
+
+ private:
+  static constexpr std::size_t kStripes = 512;
+  struct alignas(64) Stripe {
+    std::atomic_flag flag;  // clear at the start (C++20)
+  };
+  std::unique_ptr<Stripe[]> stripes_ = std::make_unique<Stripe[]>(kStripes);
+};
+
+// A table the workers share: its rows and their locks.
+struct SharedTable {
+  float* data;
+  std::size_t rows;
+  RowLocks locks;
+};
+
 class HogwildWorker {
  public:
-  HogwildWorker(Model& model, float* in_table, float* out_table, std::size_t in_rows, std::size_t out_rows)
+  HogwildWorker(Model& model, SharedTable& in, SharedTable& out)
       : model_(model),
-        in_{in_table, std::vector<int32_t>(in_rows, -1), {}},
-        out_{out_table, std::vector<int32_t>(out_rows, -1), {}},
+        in_{&in, std::vector<int32_t>(in.rows, -1), {}},
+        out_{&out, std::vector<int32_t>(out.rows, -1), {}},
         in_emb_(tg::nn::Embedding::from_pretrained(xt::zeros<float>({std::size_t{1}, model.options().dim}))),
         in_bags_(
             tg::nn::EmbeddingBag::from_pretrained(xt::zeros<float>({std::size_t{1}, model.options().dim}),
@@ -572,7 +616,7 @@ class HogwildWorker {
  private:
   // A shared table and the worker's numbering of the rows one batch reads.
   struct Rows {
-    float* table;
+    SharedTable* table;
     std::vector<int32_t> place;  // a table row's row in the copy, or -1
     std::vector<int64_t> rows;   // the copy's rows, by their place
 
@@ -590,33 +634,31 @@ class HogwildWorker {
     tg::Array copy(std::size_t dim) const {
       tg::Array c = xt::empty<float>({rows.size(), dim});
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (i + 4 < rows.size()) prefetch(table + rows[i + 4] * dim, dim);
-        float* from = table + rows[i] * dim;
-        float* to = c.data() + i * dim;
-        for (std::size_t d = 0; d < dim; ++d)
-          to[d] = std::atomic_ref<float>(from[d]).load(std::memory_order_relaxed);
+        if (i + 4 < rows.size()) prefetch(row(rows[i + 4], dim), dim);
+        const float* from = row(rows[i], dim);
+        RowLocks::Guard held = table->locks.lock(rows[i]);
+        std::copy_n(from, dim, c.data() + i * dim);
       }
       return c;
     }
     // table[rows[i]] -= lr * gradient row i, for each row of the gradient (SGD's step).
     void subtract(const tg::Grad& g, float lr, std::size_t dim) {
       const auto update = [&](std::size_t i, const float* gi) {
-        float* p = table + rows[i] * dim;
-        for (std::size_t d = 0; d < dim; ++d) {
-          std::atomic_ref<float> x(p[d]);
-          x.store(x.load(std::memory_order_relaxed) - lr * gi[d], std::memory_order_relaxed);
-        }
+        float* p = row(rows[i], dim);
+        RowLocks::Guard held = table->locks.lock(rows[i]);
+        for (std::size_t d = 0; d < dim; ++d) p[d] -= lr * gi[d];
       };
       if (g.is_sparse()) {
         const std::vector<int64_t>& r = g.sparse().rows;
         for (std::size_t k = 0; k < r.size(); ++k) {
-          if (k + 4 < r.size()) prefetch(table + rows[static_cast<std::size_t>(r[k + 4])] * dim, dim);
+          if (k + 4 < r.size()) prefetch(row(rows[static_cast<std::size_t>(r[k + 4])], dim), dim);
           update(static_cast<std::size_t>(r[k]), g.sparse().values.data() + k * dim);
         }
       } else if (!g.empty()) {
         for (std::size_t i = 0; i < rows.size(); ++i) update(i, g.dense().data() + i * dim);
       }
     }
+    float* row(int64_t r, std::size_t dim) const { return table->data + static_cast<std::size_t>(r) * dim; }
     // The rows are scattered over a table larger than the caches: each loop
     // asks for the row it will reach four rows later, so the reads overlap.
     static void prefetch(const float* row, std::size_t dim) {
@@ -646,16 +688,15 @@ inline EpochLoss hogwild_epoch(Model& model, const Sampler& sampler, const Corpu
   // Each worker's ops run on its own thread alone (the pool's size is put back after).
   const std::size_t pool_threads = tg::get_num_threads();
   tg::set_num_threads(1);
-  float* in = model.in_weight().value_mut().data();
-  float* out = model.out_weight().value_mut().data();
-  const std::size_t in_rows = model.in_weight().shape()[0], out_rows = model.out_weight().shape()[0];
+  SharedTable in{model.in_weight().value_mut().data(), model.in_weight().shape()[0], {}};
+  SharedTable out{model.out_weight().value_mut().data(), model.out_weight().shape()[0], {}};
   std::atomic<uint64_t> words{0};
   std::vector<EpochLoss> parts(threads);
   std::vector<std::exception_ptr> errors(threads);
   const double start = done;
   const auto work = [&](std::size_t t) {
     try {
-      HogwildWorker worker(model, in, out, in_rows, out_rows);
+      HogwildWorker worker(model, in, out);
       const std::size_t end = c.sentences() * (t + 1) / threads;
       Batch batch;
       for (std::size_t first = c.sentences() * t / threads, size = 0; first < end;) {

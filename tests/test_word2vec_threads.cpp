@@ -120,7 +120,7 @@ TEST_CASE("a Hogwild worker alone takes Model::step's SGD steps, bit for bit") {
 }
 
 // Under ThreadSanitizer (./scripts/test --threads) this is the check that the
-// workers' shared rows are only read and written through std::atomic_ref.
+// workers read and write a shared row only while they hold its lock.
 TEST_CASE("Hogwild workers on 2 and 3 threads train the shared tables without a data race") {
   for (const char* kind : {"skipgram", "cbow", "subwords"}) {
     CAPTURE(kind);
