@@ -1,5 +1,5 @@
 // The pieces of examples/word2vec.cpp, in a header so that tests/test_word2vec.cpp
-// can check each one: the vocabulary, the unigram^0.75 table of negative samples,
+// can check each one: the vocabulary, the unigram^0.75 alias table of negative samples,
 // frequent-word subsampling, fastText's character n-grams and their hashes, the
 // batches of (word, context) pairs, one training step on the tape, the .vec
 // file, and nearest neighbours.
@@ -102,26 +102,6 @@ inline double keep_probability(int64_t count, int64_t total, double sample) {
   return std::min(1.0, std::sqrt(r) + r);
 }
 
-// Negative samples are drawn from the unigram distribution raised to `power`
-// (0.75: rare words are drawn more often than their share, frequent ones less),
-// as word2vec does: a table of `size` entries where word i fills a share
-// count_i^power / sum_j count_j^power, in order, and a draw is a uniform entry.
-inline std::vector<int32_t> unigram_table(const std::vector<int64_t>& counts, double power,
-                                          std::size_t size) {
-  if (counts.empty()) throw std::invalid_argument("unigram_table: no words");
-  double sum = 0;
-  for (int64_t c : counts) sum += std::pow(static_cast<double>(c), power);
-  std::vector<int32_t> table(size);
-  std::size_t i = 0;
-  double upto = std::pow(static_cast<double>(counts[0]), power) / sum;  // share of words 0..i
-  for (std::size_t a = 0; a < size; ++a) {
-    table[a] = static_cast<int32_t>(i);
-    if (static_cast<double>(a + 1) / static_cast<double>(size) > upto && i + 1 < counts.size())
-      upto += std::pow(static_cast<double>(counts[++i]), power) / sum;
-  }
-  return table;
-}
-
 // Random numbers from a counter (splitmix64): a sentence's draws depend on the
 // seed, the epoch and the sentence alone, never on which thread built it or
 // how the corpus was cut into batches.
@@ -137,6 +117,65 @@ struct Rng {
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   // Uniform in [0, n) for n < 2^32, by a multiply instead of a division.
   std::size_t below(std::size_t n) { return static_cast<std::size_t>(((next() >> 32) * n) >> 32); }
+};
+
+// Negative samples are drawn from the unigram distribution raised to `power`
+// (0.75: rare words are drawn more often than their share, frequent ones
+// less): word i with probability p_i = count_i^power / sum_j count_j^power.
+// word2vec and fastText draw a uniform entry of a table of 10^8 or 10^7
+// entries that word i fills in its share; at 4 bytes an entry that table is
+// far larger than the caches, and a draw waits for memory. Walker's alias
+// method (as Vose 1991 builds it) draws from the same distribution with one
+// slot per word: pick a slot i uniformly, keep i with probability keep_i, else
+// take alias_i. The slots are filled so that every word's chances add up to
+// p_i: a word whose p_i is under the mean 1/n gets slot i with keep_i = n p_i,
+// and the rest of that slot goes to a word over the mean.
+struct AliasTable {
+  std::vector<uint32_t> keep;   // slot i keeps i when 32 random bits are below keep[i]
+  std::vector<int32_t> alias;   // else it gives alias[i]
+
+  AliasTable(const std::vector<int64_t>& counts, double power) {
+    if (counts.empty()) throw std::invalid_argument("AliasTable: no words");
+    const std::size_t n = counts.size();
+    double sum = 0;
+    for (int64_t c : counts) sum += std::pow(static_cast<double>(c), power);
+    std::vector<double> share(n);  // n p_i: 1 is a slot's worth
+    std::vector<int32_t> under, over;
+    for (std::size_t i = 0; i < n; ++i) {
+      share[i] = std::pow(static_cast<double>(counts[i]), power) / sum * static_cast<double>(n);
+      (share[i] < 1.0 ? under : over).push_back(static_cast<int32_t>(i));
+    }
+    keep.assign(n, UINT32_MAX);  // a slot nobody shares keeps its word (alias: itself)
+    alias.resize(n);
+    std::iota(alias.begin(), alias.end(), 0);
+    while (!under.empty() && !over.empty()) {
+      const int32_t small = under.back(), large = over.back();
+      under.pop_back();
+      keep[small] = static_cast<uint32_t>(std::min(share[small] * 0x1.0p32, double(UINT32_MAX)));
+      alias[small] = large;
+      share[large] -= 1.0 - share[small];  // what of large's share the slot took
+      if (share[large] < 1.0) {
+        over.pop_back();
+        under.push_back(large);
+      }
+    }
+  }
+  std::size_t size() const { return keep.size(); }
+  // The chance that draw() gives word i (what the slots add up to), for tests.
+  double probability(std::size_t i) const {
+    double p = 0;
+    for (std::size_t s = 0; s < size(); ++s) {
+      const double kept = keep[s] == UINT32_MAX ? 1.0 : keep[s] * 0x1.0p-32;
+      p += (s == i ? kept : 0.0) + (static_cast<std::size_t>(alias[s]) == i ? 1.0 - kept : 0.0);
+    }
+    return p / static_cast<double>(size());
+  }
+  // One draw: the slot from the top 32 bits of a random number, the choice from the bottom 32.
+  int32_t draw(Rng& rng) const {
+    const uint64_t r = rng.next();
+    const std::size_t slot = static_cast<std::size_t>(((r >> 32) * size()) >> 32);
+    return static_cast<uint32_t>(r) < keep[slot] ? static_cast<int32_t>(slot) : alias[slot];
+  }
 };
 
 // ------------------------------------------------------ fastText's subwords
@@ -196,7 +235,6 @@ struct Options {
   std::size_t batch = 1000;  // corpus words per step (before subsampling)
   bool adam = false;         // else SGD
   uint64_t seed = 0;
-  std::size_t table_size = 10000000;  // entries of the unigram table
 };
 
 // --------------------------------------------------------------- the batches
@@ -228,11 +266,19 @@ struct Batch {
 
 // Everything sampling needs, made once from the vocabulary.
 struct Sampler {
-  std::vector<int32_t> table;  // the unigram^0.75 table
-  std::vector<double> keep;    // keep_probability of each word
+  AliasTable negatives;      // unigram^0.75
+  std::vector<double> keep;  // keep_probability of each word
 
-  Sampler(const Vocab& v, const Options& o) : table(unigram_table(v.counts, 0.75, o.table_size)) {
+  Sampler(const Vocab& v, const Options& o) : negatives(enough_words(v).counts, 0.75) {
     for (int64_t c : v.counts) keep.push_back(keep_probability(c, v.total, o.sample));
+  }
+
+  // A negative is drawn again while it is the word to predict: with one word, for ever.
+  static const Vocab& enough_words(const Vocab& v) {
+    if (v.size() < 2)
+      throw std::invalid_argument("word2vec: negative sampling needs a vocabulary of at least 2 words; this one has " +
+                                  std::to_string(v.size()) + " (lower --min-count, or give more text)");
+    return v;
   }
 
   // The random numbers of sentence `s` in epoch `epoch`.
@@ -280,25 +326,13 @@ struct Sampler {
         }
       }
     }
-    // Then the negatives. A draw reads a random entry of a table far larger
-    // than the caches: the entries are picked first and each is requested 16
-    // draws before it is read, so that the reads overlap instead of waiting
-    // for memory one at a time.
-    int64_t* t = out.targets.data() + first;
-    const std::size_t n = (out.targets.size() - first) / cols * o.negative;
-    thread_local std::vector<uint32_t> at;
-    at.resize(n);
-    for (uint32_t& a : at) a = static_cast<uint32_t>(rng.below(table.size()));
-    constexpr std::size_t ahead = 16;
-    for (std::size_t d = 0; d < std::min(ahead, n); ++d) __builtin_prefetch(table.data() + at[d]);
-    for (std::size_t d = 0; d < n; ++d) {
-      if (d + ahead < n) __builtin_prefetch(table.data() + at[d + ahead]);
-      const std::size_t e = d / o.negative, k = d % o.negative;
-      const int64_t target = t[e * cols];
-      int32_t neg = table[at[d]];
-      while (neg == target) neg = table[rng.below(table.size())];
-      t[e * cols + 1 + k] = neg;
-    }
+    // Then the negatives, drawn again when one is the word to predict.
+    for (std::size_t e = first; e < out.targets.size(); e += cols)
+      for (std::size_t k = 1; k < cols; ++k) {
+        int32_t neg = negatives.draw(rng);
+        while (neg == out.targets[e]) neg = negatives.draw(rng);
+        out.targets[e + k] = neg;
+      }
   }
 };
 

@@ -226,7 +226,6 @@ TEST_SUITE("word2vec") {
       o.min_count = 1;
       o.sample = 0;
       o.lr = 0.5;
-      o.table_size = 1000;
       const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
       const w2v::Corpus corpus = w2v::encode(sentences, vocab);
       const w2v::Sampler sampler(vocab, o);
@@ -283,7 +282,6 @@ TEST_SUITE("word2vec") {
     o.negative = 3;
     o.min_count = 1;
     o.sample = 0;
-    o.table_size = 1000;
     const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
     const w2v::Corpus corpus = w2v::encode(sentences, vocab);
     const w2v::Sampler sampler(vocab, o);
@@ -353,21 +351,37 @@ TEST_SUITE("word2vec") {
     }
   }
 
-  TEST_CASE("the unigram table holds each word's count^0.75 share") {
-    const std::vector<int64_t> counts = {1000, 200, 30, 5, 1};
-    const std::size_t size = 100000;
-    const std::vector<int32_t> table = w2v::unigram_table(counts, 0.75, size);
+  TEST_CASE("negatives are drawn with each word's count^0.75 share (the alias table)") {
+    const std::vector<int64_t> counts = {1000, 200, 30, 5, 1, 1, 7};
     double sum = 0;
     for (int64_t c : counts) sum += std::pow(double(c), 0.75);
-    std::vector<std::size_t> entries(counts.size(), 0);
-    for (int32_t w : table) ++entries[w];
+    const w2v::AliasTable t(counts, 0.75);
+    REQUIRE(t.size() == counts.size());
+    // What the slots add up to is each word's share, to the 2^-32 of a slot's choice.
     for (std::size_t i = 0; i < counts.size(); ++i) {
       CAPTURE(i);
-      const double expected =
-          std::pow(double(counts[i]), 0.75) / sum * size;  // 1000: 65,110 entries of 100,000
-      CHECK(std::abs(double(entries[i]) - expected) <= 2.0);
+      CHECK(std::abs(t.probability(i) - std::pow(double(counts[i]), 0.75) / sum) < 1e-9);
     }
-    CHECK(std::is_sorted(table.begin(), table.end()));  // word by word, as word2vec fills it
+    // And the draws land there: 700,000 of them, each word within 5 standard deviations.
+    const std::size_t draws = 700000;
+    std::vector<std::size_t> seen(counts.size(), 0);
+    w2v::Rng rng{42};
+    for (std::size_t d = 0; d < draws; ++d) ++seen[static_cast<std::size_t>(t.draw(rng))];
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      CAPTURE(i);
+      const double p = std::pow(double(counts[i]), 0.75) / sum, mean = p * draws;
+      CHECK(std::abs(double(seen[i]) - mean) <= 5 * std::sqrt(mean * (1 - p)));
+    }
+    // One word: every draw is it.
+    const w2v::AliasTable one({3}, 0.75);
+    CHECK(one.probability(0) == 1.0);
+    CHECK(one.draw(rng) == 0);
+    CHECK_THROWS_WITH_AS(w2v::AliasTable({}, 0.75), doctest::Contains("no words"), std::invalid_argument);
+    // The sampler wants two words at least: one word would be drawn again for ever.
+    for (const std::vector<int64_t>& few : {std::vector<int64_t>{}, std::vector<int64_t>{5}})
+      CHECK_THROWS_WITH_AS(w2v::Sampler(make_vocab(few), w2v::Options{}),
+                           doctest::Contains(("at least 2 words; this one has " + std::to_string(few.size())).c_str()),
+                           std::invalid_argument);
   }
 
   TEST_CASE("subsampling keeps a word with probability min(1, sqrt(t / f) + t / f)") {
@@ -383,7 +397,6 @@ TEST_SUITE("word2vec") {
     w2v::Options o;
     o.sample = 1e-2;
     o.min_count = 1;
-    o.table_size = 1000;
     const w2v::Vocab vocab = w2v::build_vocab(sentences, 1);
     const w2v::Corpus corpus = w2v::encode(sentences, vocab);
     const w2v::Sampler sampler(vocab, o);
@@ -439,7 +452,6 @@ TEST_SUITE("word2vec") {
         o.min_count = 1;
         o.sample = 0;
         o.lr = 0.05;
-        o.table_size = 10000;
         w2v::Vocab vocab;
         const auto vectors = train(sentences, o, vocab, hogwild);
         REQUIRE(vocab.size() == 12);

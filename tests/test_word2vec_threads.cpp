@@ -56,7 +56,6 @@ TEST_CASE("word2vec trains the same vectors on 1, 2 and 3 threads") {
     o.epochs = 2;
     o.min_count = 1;
     o.sample = 1e-2;
-    o.table_size = 10000;
     const auto one = run(1, o);
     const std::size_t before = tg::detail::split_loops();
     CHECK(run(2, o) == one);
@@ -98,7 +97,6 @@ w2v::Options small(const char* kind) {
   o.epochs = 3;
   o.min_count = 1;
   o.sample = 1e-2;
-  o.table_size = 10000;
   // Steps of a few sentences: each touches a small share of the rows, as on a
   // real corpus (threads that all rewrite every row at once, each from the same
   // stale values, take several steps' worth of one and can diverge).
