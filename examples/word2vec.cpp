@@ -7,10 +7,11 @@
 //            [--neighbours WORD,...] [--threads N] ...    (--help lists every flag)
 //
 // One step takes the (word, context) pairs of about --batch corpus words, each
-// with --negative words drawn from the unigram^0.75 table, and puts the batch
-// on the tape as five entries: the input rows (Embedding, or EmbeddingBag with
-// subwords or CBOW), the scores of each pair's true context and negatives
-// against the output rows (Embedding::dot), the signs, softplus and the sum.
+// with --negative words drawn from the unigram^0.75 distribution
+// (w2v::AliasTable), and puts the batch on the tape as five entries: the
+// input rows (Embedding, or EmbeddingBag with subwords or CBOW), the scores of
+// each pair's true context and negatives against the output rows
+// (Embedding::dot), the signs, softplus and the sum.
 // backward() gives both tables SparseRows gradients over the rows the batch
 // touched, and the optimizer updates those rows only. The learning rate falls
 // linearly to 1e-4 of its start over the run, as word2vec's does.

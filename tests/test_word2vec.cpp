@@ -1,7 +1,7 @@
 // Tests for word vectors: Embedding::dot, the Brown corpus reader, and the pieces
 // of examples/word2vec.hpp (negative-sampling loss against PyTorch's numbers from
 // tests/tools/gen_word2vec_reference.py, fastText's n-grams and hashes from
-// tests/tools/gen_fasttext_subwords.py, the unigram table, subsampling, the .vec
+// tests/tools/gen_fasttext_subwords.py, the alias table of negatives, subsampling, the .vec
 // file, which rows a step touches, and a tiny corpus whose related words end up near).
 #include <doctest/doctest.h>
 
