@@ -130,7 +130,6 @@ int main(int argc, char** argv) try {
   std::size_t words = 0;
   for (const auto& s : sentences) words += s.size();
   const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
-  if (vocab.size() < 2) throw std::runtime_error(path + ": fewer than 2 words seen --min-count times");
   const w2v::Corpus corpus = w2v::encode(sentences, vocab);
   std::printf("data: %s (%s): %zu sentences, %zu words; vocabulary %zu words (min count %lld), %lld tokens\n",
               path.c_str(), tagged ? "tagged" : "text", sentences.size(), words, vocab.size(),

@@ -276,8 +276,9 @@ struct Sampler {
   // A negative is drawn again while it is the word to predict: with one word, for ever.
   static const Vocab& enough_words(const Vocab& v) {
     if (v.size() < 2)
-      throw std::invalid_argument("word2vec: negative sampling needs a vocabulary of at least 2 words; this one has " +
-                                  std::to_string(v.size()) + " (lower --min-count, or give more text)");
+      throw std::invalid_argument(
+          "w2v::Sampler: negative sampling needs a vocabulary of at least 2 words; this one has " +
+          std::to_string(v.size()) + " (lower --min-count, or give more text)");
     return v;
   }
 

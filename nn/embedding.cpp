@@ -280,6 +280,14 @@ void check_per_sample_weights(EmbeddingBagMode mode, const Tensor& w, const Shap
                                 " for input of shape " + shape_str(input_shape));
 }
 
+// The ids as one flat array: entry k of the bags (kept by the tape entry).
+template <class Ids>
+Indices flat_ids(const Ids& ids) {
+  Indices flat = Indices::from_shape({ids.size()});
+  std::copy(ids.begin(), ids.end(), flat.begin());
+  return flat;
+}
+
 // offsets [B] (or [B + 1] with include_last_offset) -> bag starts [B + 1].
 // Checks PyTorch's rules: starts at 0, never decreases, stays within the input.
 std::vector<std::size_t> bag_starts(const Indices& offsets, std::size_t n, bool include_last_offset) {
@@ -428,9 +436,7 @@ Tensor EmbeddingBag::forward(const Indices& input, const Indices& offsets,
   std::vector<std::size_t> starts = bag_starts(offsets, input.size(), options_.include_last_offset);
   check_indices("EmbeddingBag", input, num_embeddings());
   if (per_sample_weights) check_per_sample_weights(options_.mode, *per_sample_weights, shape_of(input));
-  Indices entries = Indices::from_shape({input.size()});  // flat: entry k of the bags
-  std::copy(input.begin(), input.end(), entries.begin());
-  return forward_bags(std::move(entries), std::move(starts), per_sample_weights);
+  return forward_bags(flat_ids(input), std::move(starts), per_sample_weights);
 }
 
 Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& per_sample_weights) {
@@ -443,9 +449,7 @@ Tensor EmbeddingBag::forward(const Indices& input, const std::optional<Tensor>& 
   const std::size_t bags = input.shape()[0], n = input.shape()[1];
   std::vector<std::size_t> starts;
   for (std::size_t b = 0; b <= bags; ++b) starts.push_back(b * n);
-  Indices entries = Indices::from_shape({input.size()});  // flat: entry k of the bags
-  std::copy(input.begin(), input.end(), entries.begin());
-  return forward_bags(std::move(entries), std::move(starts), per_sample_weights);
+  return forward_bags(flat_ids(input), std::move(starts), per_sample_weights);
 }
 
 Tensor EmbeddingBag::forward(const CsrBatch& batch) {
@@ -461,8 +465,7 @@ Tensor EmbeddingBag::forward(const CsrBatch& batch) {
         (batch.indptr.empty() ? "an empty indptr" : std::to_string(batch.indptr.back())));
   Indices indptr = xt::adapt(batch.indptr, {batch.indptr.size()});
   std::vector<std::size_t> starts = bag_starts(indptr, n, /*include_last_offset=*/true);
-  Indices indices = Indices::from_shape({n});
-  std::copy(batch.indices.begin(), batch.indices.end(), indices.begin());
+  Indices indices = flat_ids(batch.indices);
   check_indices("EmbeddingBag", indices, num_embeddings());
   std::optional<Tensor> weights;
   if (!batch.values.empty()) {

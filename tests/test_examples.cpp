@@ -824,6 +824,10 @@ TEST_SUITE("examples") {
     const auto bad = run_command(program + " --data " + data + " --model glove");
     CHECK(bad.status == 1);
     CHECK(bad.output.find("--model: skipgram or cbow") != std::string::npos);
+    // No word seen --min-count times: refused with the reason (the sampler wants 2 words at least).
+    const auto one_word = run_command(program + " --data " + data + " --min-count 100000");
+    CHECK(one_word.status == 1);
+    CHECK(one_word.output.find("at least 2 words; this one has 0 (lower --min-count") != std::string::npos);
     const auto missing = run_command(program + " --data /nonexistent/brown");
     CHECK(missing.status == 1);
     CHECK(missing.output.find("./scripts/fetch-brown") != std::string::npos);
