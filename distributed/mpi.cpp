@@ -1,5 +1,5 @@
 // The distributed API on MPI: init and finalize, ranks, and sync_gradients (one
-// MPI_Allreduce for the dense gradients, one MPI_Allgatherv for the sparse rows).
+// MPI_Allreduce for the dense gradients, two MPI_Allgatherv for the sparse rows' ids and values).
 // Only the C API: the deprecated C++ bindings are not used (and warn).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -9,10 +9,11 @@
 #include <climits>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
-#include "distributed.hpp"
+#include "merge.hpp"
 
 namespace tg::distributed {
 
@@ -199,27 +200,30 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
     stats.dense_bytes = dense_values * sizeof(float);
   }
 
-  // 3. Sparse gradients: every rank's row ids and rows, for all sparse
-  //    parameters at once, in one MPI_Allgatherv of bytes (each rank's part:
-  //    its ids as int64, then its rows as float32); then each parameter's rows
-  //    are merged in rank order.
-  std::vector<int> bytes(world, 0), bytes_at(world, 0);
-  std::vector<std::size_t> ids_of(world, 0);  // row ids each rank sends
-  std::size_t bytes_total = 0;
+  // 3. Sparse gradients: every rank's row ids (one MPI_Allgatherv) and rows
+  //    (another), for all sparse parameters at once, each rank's part in
+  //    parameter order; then each parameter's rows are merged in rank order,
+  //    read where they arrived.
+  std::vector<int> id_count(world), id_at(world), value_count(world), value_at(world);
+  std::size_t ids_total = 0, values_total = 0;
   for (int r = 0; r < world; ++r) {
-    std::size_t values = 0;
+    std::size_t ids = 0, values = 0;
     for (std::size_t i = 0; i < n; ++i)
       if (kind[i] == sparse) {
         const Entry& e = all[r * n + i];
-        ids_of[r] += e.nnz;
+        ids += e.nnz;
         values += e.nnz * (e.numel / e.rows);
       }
-    bytes[r] = as_count(ids_of[r] * sizeof(int64_t) + values * sizeof(float), "the sparse rows' bytes");
-    bytes_at[r] = as_count(bytes_total, "the sparse rows' bytes");
-    bytes_total += bytes[r];
+    id_count[r] = as_count(ids, "the sparse rows' ids");
+    value_count[r] = as_count(values, "the sparse rows' values");
+    id_at[r] = as_count(ids_total, "the sparse rows' ids");
+    value_at[r] = as_count(values_total, "the sparse rows' values");
+    ids_total += ids;
+    values_total += values;
   }
-  as_count(bytes_total, "the sparse rows' bytes");
-  if (bytes_total == 0) {
+  as_count(ids_total, "the sparse rows' ids");
+  as_count(values_total, "the sparse rows' values");
+  if (ids_total == 0) {
     for (std::size_t i = 0; i < n; ++i)  // sparse with no rows on every rank: as it is
       if (kind[i] == sparse && !parameters[i].grad().is_sparse()) {
         Tensor p = parameters[i];
@@ -228,43 +232,48 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
       }
     return stats;
   }
-  std::vector<char> outgoing(bytes[me]), gathered(bytes_total);
-  char* at_id = outgoing.data();
-  char* at_value = outgoing.data() + ids_of[me] * sizeof(int64_t);
+  // This rank's part: a single sparse gradient is sent from where it lies;
+  // several are put end to end first.
+  std::vector<const SparseRows*> held;
   for (std::size_t i = 0; i < n; ++i)
-    if (kind[i] == sparse && parameters[i].grad().is_sparse()) {
-      const SparseRows& s = parameters[i].grad().sparse();
-      at_id = std::copy_n(reinterpret_cast<const char*>(s.rows.data()), s.rows.size() * sizeof(int64_t), at_id);
-      at_value = std::copy_n(reinterpret_cast<const char*>(s.values.data()), s.values.size() * sizeof(float), at_value);
+    if (kind[i] == sparse && parameters[i].grad().is_sparse()) held.push_back(&parameters[i].grad().sparse());
+  std::vector<int64_t> my_ids;
+  std::vector<float> my_values;
+  const int64_t* send_ids = held.size() == 1 ? held[0]->rows.data() : nullptr;
+  const float* send_values = held.size() == 1 ? held[0]->values.data() : nullptr;
+  if (held.size() > 1) {
+    for (const SparseRows* s : held) {
+      my_ids.insert(my_ids.end(), s->rows.begin(), s->rows.end());
+      my_values.insert(my_values.end(), s->values.begin(), s->values.end());
     }
-  MPI_Allgatherv(outgoing.data(), bytes[me], MPI_BYTE, gathered.data(), bytes.data(), bytes_at.data(), MPI_BYTE,
-                 MPI_COMM_WORLD);
-  stats.sparse_rows_sent = ids_of[me];
-  stats.sparse_bytes_sent = bytes[me];
-  stats.sparse_bytes_received = bytes_total - bytes[me];
-
-  std::vector<const char*> id_next(world), value_next(world);  // where each rank's next parameter starts
-  for (int r = 0; r < world; ++r) {
-    id_next[r] = gathered.data() + bytes_at[r];
-    value_next[r] = id_next[r] + ids_of[r] * sizeof(int64_t);
+    send_ids = my_ids.data();
+    send_values = my_values.data();
   }
+  // Received into uninitialised buffers: every element is written by the call.
+  const auto ids = std::make_unique_for_overwrite<int64_t[]>(ids_total);
+  const auto values = std::make_unique_for_overwrite<float[]>(values_total);
+  MPI_Allgatherv(send_ids, id_count[me], MPI_INT64_T, ids.get(), id_count.data(), id_at.data(), MPI_INT64_T,
+                 MPI_COMM_WORLD);
+  MPI_Allgatherv(send_values, value_count[me], MPI_FLOAT, values.get(), value_count.data(), value_at.data(),
+                 MPI_FLOAT, MPI_COMM_WORLD);
+  stats.sparse_rows_sent = static_cast<std::size_t>(id_count[me]);
+  stats.sparse_bytes_sent = id_count[me] * sizeof(int64_t) + value_count[me] * sizeof(float);
+  stats.sparse_bytes_received = ids_total * sizeof(int64_t) + values_total * sizeof(float) - stats.sparse_bytes_sent;
+
+  std::vector<std::size_t> id_next(id_at.begin(), id_at.end()), value_next(value_at.begin(), value_at.end());
+  std::vector<RankRows> parts(world);
   for (std::size_t i = 0; i < n; ++i) {
     if (kind[i] != sparse) continue;
     Tensor p = parameters[i];
     const std::size_t table_rows = static_cast<std::size_t>(local[i].rows);
     const std::size_t cols = p.numel() / table_rows;
-    std::vector<SparseRows> parts(world);
-    for (int r = 0; r < world; ++r) {
+    for (int r = 0; r < world; ++r) {  // rank r's rows of parameter i
       const std::size_t nnz = static_cast<std::size_t>(all[r * n + i].nnz);
-      parts[r].num_rows = table_rows;
-      parts[r].rows.resize(nnz);
-      std::copy_n(id_next[r], nnz * sizeof(int64_t), reinterpret_cast<char*>(parts[r].rows.data()));
-      parts[r].values = xt::xtensor<float, 2>::from_shape({nnz, cols});
-      std::copy_n(value_next[r], nnz * cols * sizeof(float), reinterpret_cast<char*>(parts[r].values.data()));
-      id_next[r] += nnz * sizeof(int64_t);
-      value_next[r] += nnz * cols * sizeof(float);
+      parts[r] = {{ids.get() + id_next[r], nnz}, values.get() + value_next[r]};
+      id_next[r] += nnz;
+      value_next[r] += nnz * cols;
     }
-    SparseRows merged = merge_in_rank_order(parts, weight);
+    SparseRows merged = merge_rows(parts, weight, table_rows, cols);
     stats.sparse_rows += merged.nnz_rows();
     p.grad_mut() = Grad(std::move(merged));
   }

@@ -123,5 +123,10 @@ TEST_SUITE("distributed") {
           "merge_in_rank_order: rank 1's rows are of a [7, 2] table, rank 0's of a [6, 2] one");
     CHECK(message_of([&] { dist::merge_in_rank_order({r0}, {1, 1}); }) ==
           "merge_in_rank_order: 1 parts and 2 weights (one per rank, at least one)");
+    // Each part must be coalesced (the merge walks sorted lists): refused, not misread.
+    CHECK(message_of([&] { dist::merge_in_rank_order({r0, rows_of({4, 1}, {1, 2, 3, 4}, 6)}, {1, 1}); }) ==
+          "merge_in_rank_order: rank 1's rows: SparseRows rows are not sorted and unique (4 before 1)");
+    CHECK(message_of([&] { dist::merge_in_rank_order({rows_of({6}, {1, 2}, 6), r1}, {1, 1}); }) ==
+          "merge_in_rank_order: rank 0's rows: SparseRows row 6 out of range for 6 rows");
   }
 }
