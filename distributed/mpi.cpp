@@ -239,16 +239,13 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
     if (kind[i] == sparse && parameters[i].grad().is_sparse()) held.push_back(&parameters[i].grad().sparse());
   std::vector<int64_t> my_ids;
   std::vector<float> my_values;
-  const int64_t* send_ids = held.size() == 1 ? held[0]->rows.data() : nullptr;
-  const float* send_values = held.size() == 1 ? held[0]->values.data() : nullptr;
-  if (held.size() > 1) {
+  if (held.size() != 1)
     for (const SparseRows* s : held) {
       my_ids.insert(my_ids.end(), s->rows.begin(), s->rows.end());
       my_values.insert(my_values.end(), s->values.begin(), s->values.end());
     }
-    send_ids = my_ids.data();
-    send_values = my_values.data();
-  }
+  const int64_t* send_ids = held.size() == 1 ? held[0]->rows.data() : my_ids.data();
+  const float* send_values = held.size() == 1 ? held[0]->values.data() : my_values.data();
   // Received into uninitialised buffers: every element is written by the call.
   const auto ids = std::make_unique_for_overwrite<int64_t[]>(ids_total);
   const auto values = std::make_unique_for_overwrite<float[]>(values_total);

@@ -235,6 +235,26 @@ TEST_CASE("sparse gradients stay sparse: rows gathered, shared rows summed in ra
   CHECK(std::equal(local.values.begin(), local.values.end(), g.values.begin()));
 }
 
+TEST_CASE("two sparse parameters are sent together and each gets its own rows back") {
+  const int n = dist::world_size(), me = dist::rank();
+  // a: every rank holds row 0 and row me + 1, both of value me + 1; b: every rank row 4, of 10 (me + 1).
+  tg::Tensor a = tg::zeros({6, 2}, true), b = tg::zeros({5, 3}, true);
+  const float v = static_cast<float>(me + 1);
+  a.accumulate_grad(tg::Grad(rows_of({0, me + 1}, {v, v, v, v}, 6, 2)));
+  b.accumulate_grad(tg::Grad(rows_of({4}, {10 * v, 10 * v, 10 * v}, 5, 3)));
+  dist::sync_gradients({a, b});
+  REQUIRE(a.grad().is_sparse());
+  std::vector<int64_t> rows{0};
+  for (int r = 1; r <= n; ++r) rows.push_back(r);
+  CHECK(a.grad().sparse().rows == rows);
+  CHECK(a.grad().sparse().values(0, 1) == doctest::Approx((n + 1.0) / 2).epsilon(1e-6));  // the mean of 1..n
+  for (int r = 1; r <= n; ++r)
+    CHECK(a.grad().sparse().values(r, 0) == doctest::Approx(static_cast<double>(r) / n).epsilon(1e-6));
+  REQUIRE(b.grad().is_sparse());
+  CHECK(b.grad().sparse().rows == std::vector<int64_t>{4});
+  CHECK(b.grad().sparse().values(0, 2) == doctest::Approx(10 * (n + 1.0) / 2).epsilon(1e-6));
+}
+
 TEST_CASE("mixed kinds: sparse on one rank and dense on another is dense; sparse or nothing stays sparse") {
   const int n = dist::world_size(), me = dist::rank();
   tg::Tensor mixed = tg::zeros({4, 2}, true);  // rank 0: row 1 of 2s (sparse); the others: all 1s (dense)
