@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,8 +24,8 @@
 #include "helpers.hpp"
 
 using namespace tg::data;
-using tg::CsrBatch;
 using tg::check_csr;
+using tg::CsrBatch;
 using Strings = std::vector<std::string>;
 using Ids = std::vector<std::int64_t>;
 using tg::test::read_file;
@@ -327,6 +329,34 @@ TEST_SUITE("data") {
     CHECK(binary.indptr == batch.indptr);
     CHECK(binary.indices == batch.indices);
     CHECK(binary.values == std::vector<float>{1, 1, 1, 1});
+  }
+
+  TEST_CASE("to_csr: the rows std::map counts, for vocabularies of one to eight bytes, sorted input or not") {
+    std::mt19937_64 rng(7);
+    for (int64_t num_cols :
+         {int64_t{1}, int64_t{200}, int64_t{70'000}, int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
+      CAPTURE(num_cols);
+      std::uniform_int_distribution<int64_t> common(0, std::min<int64_t>(num_cols - 1, 30));
+      std::uniform_int_distribution<int64_t> any(0, num_cols - 1);
+      std::vector<Ids> docs(20);
+      for (std::size_t d = 0; d < docs.size(); ++d) {
+        for (std::size_t k = 0; k < 5 * d; ++k) docs[d].push_back(k % 3 ? common(rng) : any(rng));
+        if (d % 4 == 0) std::sort(docs[d].begin(), docs[d].end());
+      }
+      const CsrBatch batch = to_csr(docs, num_cols);
+      REQUIRE(batch.rows() == 20);
+      for (std::size_t d = 0; d < docs.size(); ++d) {
+        std::map<int64_t, float> counts;
+        for (int64_t id : docs[d]) ++counts[id];
+        Ids ids;
+        std::vector<float> values;
+        for (auto [id, n] : counts) ids.push_back(id), values.push_back(n);
+        const auto row = static_cast<std::ptrdiff_t>(batch.indptr[d]),
+                   end = static_cast<std::ptrdiff_t>(batch.indptr[d + 1]);
+        CHECK(Ids(batch.indices.begin() + row, batch.indices.begin() + end) == ids);
+        CHECK(std::vector<float>(batch.values.begin() + row, batch.values.begin() + end) == values);
+      }
+    }
   }
 
   TEST_CASE("to_csr: no documents give a batch of zero rows") {
