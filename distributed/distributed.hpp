@@ -21,6 +21,10 @@
 //
 // and `mpirun -np 2 ./program` (docs/distributed.md: one machine, several).
 //
+// A model whose embedding table is the heavy part can split the table by rows
+// instead, each rank holding some rows and taking every batch whole
+// (distributed/shard.hpp: RowShard, sum_over_ranks).
+//
 // The library is built with MPI when meson is configured with -Dmpi=enabled
 // (Debian: libopenmpi-dev). Without it these functions are still there and act
 // as a world of one process (rank 0 of 1; sync_gradients leaves the gradients

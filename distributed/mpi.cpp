@@ -14,6 +14,7 @@
 #include <string>
 
 #include "merge.hpp"
+#include "shard.hpp"
 
 namespace tg::distributed {
 
@@ -24,10 +25,11 @@ void check_initialized(const char* where) {
     throw std::logic_error(std::string(where) + ": call tg::distributed::init(argc, argv) first");
 }
 
-int as_count(std::size_t n, const char* what) {  // MPI counts are ints
+int as_count(std::size_t n, const char* what, const char* where = "sync_gradients") {  // MPI counts are ints
   if (n > static_cast<std::size_t>(INT_MAX))
-    throw std::invalid_argument(std::string("sync_gradients: ") + what + " of " + std::to_string(n) +
-                                " elements is more than one MPI call takes (" + std::to_string(INT_MAX) + ")");
+    throw std::invalid_argument(std::string(where) + ": " + what + " of " + std::to_string(n) +
+                                " elements is more than one MPI call takes (" + std::to_string(INT_MAX) +
+                                ")");
   return static_cast<int>(n);
 }
 
@@ -52,7 +54,9 @@ std::string name_of(const std::vector<Tensor>& parameters, std::size_t i) {
 
 }  // namespace
 
-bool is_available() { return true; }
+bool is_available() {
+  return true;
+}
 
 void init(int& argc, char**& argv) {
   int done = 0;
@@ -108,13 +112,34 @@ Session::~Session() {
 
 void all_reduce(std::span<double> values) {
   check_initialized("tg::distributed::all_reduce");
-  MPI_Allreduce(MPI_IN_PLACE, values.data(), as_count(values.size(), "all_reduce"), MPI_DOUBLE, MPI_SUM,
-                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, values.data(), as_count(values.size(), "the values", "all_reduce"), MPI_DOUBLE,
+                MPI_SUM, MPI_COMM_WORLD);
 }
 
 void barrier() {
   check_initialized("tg::distributed::barrier");
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+std::vector<float> all_gather(std::span<const float> values, std::vector<std::size_t>* counts) {
+  check_initialized("tg::distributed::all_gather");
+  const int world = world_size();
+  const int64_t mine = static_cast<int64_t>(values.size());
+  std::vector<int64_t> sizes(world);
+  MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  std::vector<int> count(world), at(world);
+  std::size_t total = 0;
+  for (int r = 0; r < world; ++r) {
+    count[r] = as_count(static_cast<std::size_t>(sizes[r]), "a rank's values", "all_gather");
+    at[r] = as_count(total, "the values", "all_gather");
+    total += static_cast<std::size_t>(sizes[r]);
+  }
+  as_count(total, "the values", "all_gather");
+  std::vector<float> all(total);
+  MPI_Allgatherv(values.data(), count[rank()], MPI_FLOAT, all.data(), count.data(), at.data(), MPI_FLOAT,
+                 MPI_COMM_WORLD);
+  if (counts) counts->assign(sizes.begin(), sizes.end());
+  return all;
 }
 
 SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) {
@@ -136,8 +161,9 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
   std::vector<double> share(world);
   for (int r = 0; r < world; ++r) {
     if (heads[2 * r] != static_cast<int64_t>(n))
-      throw std::invalid_argument("sync_gradients: rank " + std::to_string(me) + " passes " + std::to_string(n) +
-                                  " parameters, rank " + std::to_string(r) + " " + std::to_string(heads[2 * r]));
+      throw std::invalid_argument("sync_gradients: rank " + std::to_string(me) + " passes " +
+                                  std::to_string(n) + " parameters, rank " + std::to_string(r) + " " +
+                                  std::to_string(heads[2 * r]));
     share[r] = std::bit_cast<double>(heads[2 * r + 1]);
     total += share[r];
   }
@@ -151,10 +177,10 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
     for (int r = 0; r < world; ++r) {
       const Entry& e = all[r * n + i];
       if (e.numel != local[i].numel || e.rows != local[i].rows)
-        throw std::invalid_argument("sync_gradients: " + name_of(parameters, i) + " has " +
-                                    std::to_string(local[i].numel) + " values in " + std::to_string(local[i].rows) +
-                                    " rows on rank " + std::to_string(me) + ", " + std::to_string(e.numel) +
-                                    " in " + std::to_string(e.rows) + " on rank " + std::to_string(r));
+        throw std::invalid_argument(
+            "sync_gradients: " + name_of(parameters, i) + " has " + std::to_string(local[i].numel) +
+            " values in " + std::to_string(local[i].rows) + " rows on rank " + std::to_string(me) + ", " +
+            std::to_string(e.numel) + " in " + std::to_string(e.rows) + " on rank " + std::to_string(r));
       kind[i] = std::max(kind[i], e.kind);
     }
   bool any = false;
@@ -255,7 +281,8 @@ SyncStats sync_gradients(const std::vector<Tensor>& parameters, double samples) 
                  MPI_FLOAT, MPI_COMM_WORLD);
   stats.sparse_rows_sent = static_cast<std::size_t>(id_count[me]);
   stats.sparse_bytes_sent = id_count[me] * sizeof(int64_t) + value_count[me] * sizeof(float);
-  stats.sparse_bytes_received = ids_total * sizeof(int64_t) + values_total * sizeof(float) - stats.sparse_bytes_sent;
+  stats.sparse_bytes_received =
+      ids_total * sizeof(int64_t) + values_total * sizeof(float) - stats.sparse_bytes_sent;
 
   std::vector<std::size_t> id_next(id_at.begin(), id_at.end()), value_next(value_at.begin(), value_at.end());
   std::vector<RankRows> parts(world);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "distributed.hpp"
+#include "shard.hpp"
 
 namespace tg::distributed {
 
@@ -13,21 +14,40 @@ namespace {
 bool initialized = false;
 }
 
-bool is_available() { return false; }
+bool is_available() {
+  return false;
+}
 
 void init(int&, char**&) {
   if (initialized) throw std::logic_error("tg::distributed::init: called twice");
   initialized = true;
 }
-void finalize() { initialized = false; }
-bool is_initialized() { return initialized; }
-int rank() { return 0; }
-int world_size() { return 1; }
-void abort(int code) { std::exit(code); }
+void finalize() {
+  initialized = false;
+}
+bool is_initialized() {
+  return initialized;
+}
+int rank() {
+  return 0;
+}
+int world_size() {
+  return 1;
+}
+void abort(int code) {
+  std::exit(code);
+}
 
-Session::~Session() { finalize(); }
+Session::~Session() {
+  finalize();
+}
 
 void all_reduce(std::span<double>) {}
+
+std::vector<float> all_gather(std::span<const float> values, std::vector<std::size_t>* counts) {
+  if (counts) counts->assign(1, values.size());
+  return {values.begin(), values.end()};
+}
 void barrier() {}
 
 SyncStats sync_gradients(const std::vector<Tensor>&, double samples) {

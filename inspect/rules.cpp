@@ -271,6 +271,13 @@ const std::map<std::string, Entry>& table() {
                       return std::optional<Worked>(
                           sum_of({{"grad" + index_str(unravel(k, c.n.output_shape)), "", c.gv(k)}}));
                     }};
+    // tg::distributed::sum_over_ranks (distributed/shard.hpp): each rank's part of the sum gets the
+    // gradient that reached the sum, which every rank computed from the same values.
+    m["sum_over_ranks"] = {{{"x", "grad   (the sum over the ranks adds x once)"}},
+                           [](const Ctx& c, std::size_t, std::size_t k) {
+                             return std::optional<Worked>(
+                                 sum_of({{"grad" + index_str(unravel(k, c.n.output_shape)), "", c.gv(k)}}));
+                           }};
     for (const char* op : {"transpose", "permute"})
       m[op] = {{{"x", "grad with its dims put back in x's order"}}, permute_at};
     m["narrow"] = {{{"x", "grad in the slice that was taken, 0 elsewhere"}}, narrow_at};

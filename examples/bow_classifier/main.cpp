@@ -5,13 +5,15 @@
 //
 //   bow_classifier [--data FILE] [--mode both] [--optim adam] ...   train (see --help)
 //   bow_classifier predict --load MODEL [TEXT ...]                   classify text or stdin lines
-//   mpirun -np 2 bow_classifier --distributed [...]                  train on 2 processes (docs/distributed.md)
+//   mpirun -np 2 bow_classifier --distributed [...]                  train on 2 processes
+//   (docs/distributed.md)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 
 #include <tapegrad/distributed/distributed.hpp>
 #include <tapegrad/distributed/sampler.hpp>
+#include <tapegrad/distributed/shard.hpp>
 #include <tapegrad/tapegrad.hpp>
 
 #include "../flags.hpp"
@@ -65,6 +68,9 @@ options:
   --distributed      train on every process mpirun started (a build with -Dmpi=enabled):
                      each takes --batch / N documents of every batch, the gradients are
                      averaged, rank 0 prints and saves (docs/distributed.md)
+  --shard-table      with --distributed, --mode embedding: split the table's rows across the
+                     processes instead of the batch: each looks up and updates its own rows
+                     for the whole batch, and the bags' partial sums are added up
   --help             this text
 )";
 
@@ -77,7 +83,7 @@ struct Options {
   double lr = -1, test_fraction = 0.2;
   uint64_t seed = 0;
   std::string save, load, metrics, plot, predictions, test;
-  bool distributed = false;
+  bool distributed = false, shard_table = false;
   std::vector<std::string> texts;  // predict: the documents to classify
 };
 
@@ -153,6 +159,8 @@ Options parse(int argc, char** argv) {
       o.predictions = value(a);
     else if (a == "--distributed")
       o.distributed = true;
+    else if (a == "--shard-table")
+      o.shard_table = true;
     else if (o.command == "predict" && a.rfind("--", 0) != 0)
       o.texts.push_back(a);
     else
@@ -171,6 +179,10 @@ Options parse(int argc, char** argv) {
   if (o.lr < 0) o.lr = o.optim == "sgd" ? 0.1 : 0.01;
   if (o.command == "predict" && o.load.empty()) throw std::invalid_argument("predict needs --load MODEL");
   if (!o.plot.empty()) check_plot_path(o.plot);
+  if (o.shard_table && (!o.distributed || o.mode != "embedding" || o.values == "tfidf"))
+    throw std::invalid_argument(
+        "--shard-table needs --distributed and --mode embedding, with --values binary or counts (tf-idf "
+        "normalises each row over all its columns, which no rank holds)");
   return o;
 }
 
@@ -259,14 +271,16 @@ std::size_t grad_bytes(const tg::nn::Module& m) {
 // With `distributed`, docs are this rank's share of the batch: the gradients are
 // averaged over the ranks before the step. The loss is this rank's (train() makes
 // it the whole batch's at the end of the epoch, in one exchange for all steps).
-StepRecord train_step(Run& run, const Featurizer& f, const Docs& docs, const tg::Indices& y, bool distributed) {
+StepRecord train_step(Run& run, const Featurizer& f, const Docs& docs, const tg::Indices& y,
+                      bool distributed) {
   const auto t0 = std::chrono::steady_clock::now();
   Tensor loss = tg::cross_entropy(run.logits(f, docs), y);
   run.opt->zero_grad();
   loss.backward();
   const std::size_t bytes = grad_bytes(run.module());
   if (distributed) {
-    const dist::SyncStats s = dist::sync_gradients(run.module().parameters(), static_cast<double>(docs.size()));
+    const dist::SyncStats s =
+        dist::sync_gradients(run.module().parameters(), static_cast<double>(docs.size()));
     run.traffic.dense_bytes += s.dense_bytes;
     run.traffic.sparse_bytes_sent += s.sparse_bytes_sent;
     run.traffic.sparse_bytes_received += s.sparse_bytes_received;
@@ -340,15 +354,40 @@ Eval evaluate(Run& run, const Featurizer& f, const Docs& docs, const std::vector
 // state in the same layout, and in the metadata what predict and --load need.
 const char* const bow_format = "tapegrad-bow 2";
 
+// An optimizer's state with f applied to each array of the first parameter's
+// (the table's) that has its shape: Adam's moments.
+tg::optim::StateDict with_first(tg::optim::StateDict s, const std::function<tg::Array(const tg::Array&)>& f) {
+  for (auto& [name, a] : s.tensors)
+    if (name.rfind("state.0.", 0) == 0 && a.dimension() == 2) a = f(a);
+  return s;
+}
+
 // A linear run's first parameter [D, V] is the embedding run's [V, D] transposed,
 // and so are Adam's moments, element for element: transposing them is exact.
 tg::optim::StateDict transpose_first(tg::optim::StateDict s) {
-  for (auto& [name, a] : s.tensors)
-    if (name.rfind("state.0.", 0) == 0 && a.dimension() == 2) {
-      tg::Array t = xt::transpose(a);
-      a = std::move(t);
-    }
-  return s;
+  return with_first(std::move(s), [](const tg::Array& a) { return tg::Array(xt::transpose(a)); });
+}
+
+// --shard-table: this rank's part of a whole model and its optimizer (its rows
+// of the table and of the optimizer's state for them, the whole head), or the
+// whole again from every rank's part (a collective: every rank calls it).
+void reshard(std::unique_ptr<EmbeddingModel>& model, std::unique_ptr<tg::optim::Optimizer>& opt,
+             const Options& o, const dist::RowShard& shard, int64_t vocab, bool split) {
+  const auto rows = [&](const tg::Array& a) {
+    return split ? shard.take(a) : dist::all_gather_rows(a, vocab, shard);
+  };
+  tg::Generator unused(0);
+  const std::size_t table = split ? shard.rows(vocab) : vocab;
+  auto next = std::make_unique<EmbeddingModel>(table, model->bag->embedding_dim(),
+                                               model->head->out_features(), unused);
+  next->load_state_dict({{"bag.weight", rows(model->bag->weight.value())},
+                         {"head.weight", model->head->weight.value()},
+                         {"head.bias", model->head->bias->value()}});
+  if (split) next->sum_parts = dist::sum_over_ranks;
+  auto next_opt = make_optimizer(o, next->parameters());
+  next_opt->load_state_dict(with_first(opt->state_dict(), rows));
+  model = std::move(next);
+  opt = std::move(next_opt);
 }
 
 // A double as text that reads back to the same double.
@@ -522,6 +561,12 @@ int train(Options o) {
   }
   if (vocab.size() == 0) throw std::runtime_error("the vocabulary is empty: lower --min-df");
   const Docs docs = encode_all(tokens, vocab);
+  // --shard-table: this rank's rows of the table, and each document's ids of
+  // those rows as its table numbers them (once here, not at every step).
+  std::optional<dist::RowShard> shard;
+  if (o.shard_table) shard.emplace();
+  const Docs sharded = shard ? shard->documents(docs) : Docs{};
+  const Docs& inputs = shard ? sharded : docs;  // what the batches are made of
 
   Featurizer f{vocab.size(), loaded ? loaded->values : o.values, {}};
   if (loaded)
@@ -537,6 +582,12 @@ int train(Options o) {
     tg::Checkpoint resume{.model = first.get(), .optimizer = first_opt.get()};
     tg::load_checkpoint(o.load, resume);
     o.lr = first_opt->lr();
+  }
+  // --shard-table: this rank keeps its rows of the table from here on (the
+  // whole model was built, or loaded, first: the same start as one process's).
+  if (shard) {
+    reshard(first, first_opt, o, *shard, vocab.size(), true);
+    f.vocab = shard->rows(vocab.size());
   }
   const std::size_t dim = first->bag->embedding_dim();
   std::vector<Run> runs;
@@ -558,13 +609,20 @@ int train(Options o) {
   // --distributed: every rank takes its share of each batch (DistributedSampler,
   // with the same order as the single-process run below), local batch --batch / N.
   const int world = dist::world_size();
-  if (o.distributed && o.batch % world != 0)
+  const bool split_batch = o.distributed && !o.shard_table;  // else every rank takes each batch whole
+  if (split_batch && o.batch % world != 0)
     throw std::invalid_argument("--batch " + std::to_string(o.batch) + " does not split evenly over " +
                                 std::to_string(world) + " processes");
-  dist::DistributedSampler sampler(split.train, {.seed = o.seed * 1000, .num_replicas = world, .rank = dist::rank()});
-  if (o.distributed)
+  dist::DistributedSampler sampler(split.train,
+                                   {.seed = o.seed * 1000, .num_replicas = world, .rank = dist::rank()});
+  if (split_batch)
     std::printf("distributed: %d process%s, %zu documents of each batch of %zu per process\n\n", world,
                 world == 1 ? "" : "es", o.batch / world, o.batch);
+  if (o.shard_table)
+    std::printf(
+        "distributed: %d process%s, the table's %lld rows split across them (%lld on rank 0), every "
+        "batch whole on each\n\n",
+        world, world == 1 ? "" : "es", static_cast<long long>(vocab.size()), static_cast<long long>(f.vocab));
 
   std::printf("%-9s %5s %10s %9s %9s %9s %9s %10s %14s\n", "mode", "epoch", "train_loss", "test_loss",
               "accuracy", "precision", "recall", "ms/step", "grad_bytes/step");
@@ -582,33 +640,34 @@ int train(Options o) {
          tg::data::shuffled_indices(static_cast<int64_t>(split.train.size()), o.seed * 1000 + epoch))
       order.push_back(split.train[i]);
     std::vector<std::vector<int64_t>> shares;  // --distributed: this rank's batches
-    if (o.distributed) {
+    if (split_batch) {
       sampler.set_epoch(epoch);
       shares = sampler.batches(o.batch / world);
     }
-    const std::size_t batches = o.distributed ? shares.size() : (order.size() + o.batch - 1) / o.batch;
+    const std::size_t batches = split_batch ? shares.size() : (order.size() + o.batch - 1) / o.batch;
     std::vector<EpochRecord> current(runs.size());
     std::vector<std::vector<double>> step_ms(runs.size());
     Progress progress("epoch " + std::to_string(epoch), batches);
     for (std::size_t b = 0; b < batches; ++b, ++step) {
-      const std::vector<int64_t>& ids = o.distributed ? shares[b] : order;
-      const std::size_t begin = o.distributed ? 0 : b * o.batch;
-      const std::size_t end = o.distributed ? ids.size() : std::min(order.size(), begin + o.batch);
-      const Docs batch = tg::data::take(docs, ids, begin, end);
+      const std::vector<int64_t>& ids = split_batch ? shares[b] : order;
+      const std::size_t begin = split_batch ? 0 : b * o.batch;
+      const std::size_t end = split_batch ? ids.size() : std::min(order.size(), begin + o.batch);
+      const Docs batch = tg::data::take(inputs, ids, begin, end);
       const tg::Indices y = xt::adapt(tg::data::take(corpus.targets, ids, begin, end));
       for (std::size_t r = 0; r < runs.size(); ++r) {  // interleaved: both see the same machine state
-        StepRecord s = train_step(runs[r], f, batch, y, o.distributed);
+        StepRecord s = train_step(runs[r], f, batch, y, split_batch);
+        if (o.shard_table) runs[r].traffic.dense_bytes += world * batch.size() * dim * sizeof(float);
         s.epoch = static_cast<int>(epoch);
         s.step = step;
-        if (!o.distributed) current[r].train_loss += s.loss / batches;
+        if (!split_batch) current[r].train_loss += s.loss / batches;
         step_ms[r].push_back(s.ms);
         current[r].grad_bytes_per_step += static_cast<double>(s.grad_bytes) / batches;
         steps.push_back(s);
       }
       progress.update(b + 1, steps.back().loss);
     }
-    progress.clear();  // the epoch's rows start on a clean line
-    if (o.distributed) {  // each step's loss over the whole batch: sum_r rows_r * loss_r / sum_r rows_r
+    progress.clear();   // the epoch's rows start on a clean line
+    if (split_batch) {  // each step's loss over the whole batch: sum_r rows_r * loss_r / sum_r rows_r
       const std::size_t first_step = steps.size() - batches * runs.size();
       std::vector<double> sums;  // per step and run: rows * loss, then rows
       for (std::size_t k = first_step; k < steps.size(); ++k) {
@@ -622,7 +681,7 @@ int train(Options o) {
       }
     }
     for (std::size_t r = 0; r < runs.size(); ++r) {
-      Eval e = evaluate(runs[r], f, docs, corpus.targets, split.test, positive, o.distributed);
+      Eval e = evaluate(runs[r], f, inputs, corpus.targets, split.test, positive, split_batch);
       EpochRecord& rec = current[r];
       rec.mode = runs[r].mode;
       rec.ms_per_step = median(step_ms[r]);
@@ -637,15 +696,27 @@ int train(Options o) {
       epochs.push_back(rec);
     }
     if (o.distributed) {  // what this rank exchanged per step, and the epoch's time
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
       for (Run& run : runs) {
+        if (o.shard_table) {
+          std::printf(
+              "%-9s epoch %zu on %d process%s: %.3f s (training and test); per step, each rank sent "
+              "its partial sums and received the others': %.0f bytes\n",
+              run.mode.c_str(), epoch, world, world == 1 ? "" : "es", seconds,
+              run.traffic.dense_bytes / static_cast<double>(batches));
+          run.traffic = {};
+          continue;
+        }
         const double steps_done = static_cast<double>(batches), t = run.traffic.sparse_rows / steps_done;
-        const double sparse = (run.traffic.sparse_bytes_sent + run.traffic.sparse_bytes_received) / steps_done;
-        std::printf("%-9s epoch %zu on %d process%s: %.3f s (training and test); per step, rank 0 exchanged "
-                    "%.0f bytes of dense gradients and %.0f of sparse rows (sent + received) for %.0f rows "
-                    "touched: %.2f x rows x dim x 4\n",
-                    run.mode.c_str(), epoch, world, world == 1 ? "" : "es", seconds,
-                    run.traffic.dense_bytes / steps_done, sparse, t, t > 0 ? sparse / (t * dim * 4) : 0.0);
+        const double sparse =
+            (run.traffic.sparse_bytes_sent + run.traffic.sparse_bytes_received) / steps_done;
+        std::printf(
+            "%-9s epoch %zu on %d process%s: %.3f s (training and test); per step, rank 0 exchanged "
+            "%.0f bytes of dense gradients and %.0f of sparse rows (sent + received) for %.0f rows "
+            "touched: %.2f x rows x dim x 4\n",
+            run.mode.c_str(), epoch, world, world == 1 ? "" : "es", seconds,
+            run.traffic.dense_bytes / steps_done, sparse, t, t > 0 ? sparse / (t * dim * 4) : 0.0);
         run.traffic = {};
       }
     }
@@ -676,6 +747,10 @@ int train(Options o) {
   }
 
   Run& best = runs.front();
+  if (shard && (!o.save.empty() || !o.predictions.empty())) {  // the whole model, for rank 0 to save
+    reshard(best.emb, best.opt, o, *shard, vocab.size(), false);
+    f.vocab = vocab.size();
+  }
   if (dist::rank() > 0) return 0;  // rank 0 saves and writes; every rank holds the same model
   if (!o.save.empty()) {
     const Saved saved{corpus.label_names,        f.values, o.optim, f.tfidf, vocab, o.seed, o.test_fraction,
@@ -705,7 +780,8 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("--distributed: this build has no MPI (configure it with -Dmpi=enabled)");
       dist::init(argc, argv);
       if (dist::rank() > 0) std::freopen("/dev/null", "w", stdout);  // rank 0 prints
-      if (o.threads == 0 && std::getenv("TAPEGRAD_NUM_THREADS") == nullptr) o.threads = 1;  // a core per process
+      if (o.threads == 0 && std::getenv("TAPEGRAD_NUM_THREADS") == nullptr)
+        o.threads = 1;  // a core per process
     }
     use_threads(o.threads);
     const int status = o.command == "predict" ? predict(o) : train(o);
@@ -713,7 +789,8 @@ int main(int argc, char** argv) {
     return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bow_classifier: %s%s\n",
-                 dist::world_size() > 1 ? ("rank " + std::to_string(dist::rank()) + ": ").c_str() : "", e.what());
+                 dist::world_size() > 1 ? ("rank " + std::to_string(dist::rank()) + ": ").c_str() : "",
+                 e.what());
     if (dist::world_size() > 1) dist::abort(2);  // the other ranks would wait for this one for ever
     dist::finalize();
     return 2;

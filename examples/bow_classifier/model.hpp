@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <memory>
 
 #include <tapegrad/tapegrad.hpp>
@@ -34,7 +35,14 @@ struct EmbeddingModel : tg::nn::Module {
     head = register_module("head", std::make_shared<tg::nn::Linear>(dim, classes, true, gen));
   }
 
-  tg::Tensor forward(const tg::CsrBatch& batch) { return head->forward(tg::tanh(bag->forward(batch))); }
+  // Set when `bag` holds one rank's rows of a table split across processes
+  // (bow_classifier --shard-table): adds the ranks' partial bag sums.
+  std::function<tg::Tensor(const tg::Tensor&)> sum_parts;
+
+  tg::Tensor forward(const tg::CsrBatch& batch) {
+    tg::Tensor bags = bag->forward(batch);
+    return head->forward(tg::tanh(sum_parts ? sum_parts(bags) : bags));
+  }
 };
 
 struct LinearModel : tg::nn::Module {

@@ -17,6 +17,7 @@
 
 #include <tapegrad/distributed/distributed.hpp>
 #include <tapegrad/distributed/sampler.hpp>
+#include <tapegrad/distributed/shard.hpp>
 #include <tapegrad/tapegrad.hpp>
 
 namespace dist = tg::distributed;
@@ -79,7 +80,8 @@ struct Model {
   }
 };
 
-std::unique_ptr<tg::optim::Optimizer> make_opt(const std::string& kind, const std::vector<tg::Tensor>& params) {
+std::unique_ptr<tg::optim::Optimizer> make_opt(const std::string& kind,
+                                               const std::vector<tg::Tensor>& params) {
   if (kind == "sgd") return std::make_unique<tg::optim::SGD>(params, tg::optim::SGDOptions{.lr = 0.5});
   return std::make_unique<tg::optim::Adam>(params, tg::optim::AdamOptions{.lr = 0.05});
 }
@@ -114,9 +116,11 @@ Curve train_distributed(const Task& t, const std::string& opt_kind, std::size_t 
   return c;
 }
 
-// The same run on this process alone: the sampler's whole list, in global batches of b * world.
-Curve train_alone(const Task& t, const std::string& opt_kind, std::size_t b, int epochs) {
-  Model m;
+// The sampler's whole list in global batches of b * world, every rank taking
+// the same batches: the same run on this process alone (train_alone), or on
+// every rank of a table split by rows (ShardedModel).
+template <class M>
+Curve train_global_batches(M& m, const Task& t, const std::string& opt_kind, std::size_t b, int epochs) {
   auto opt = make_opt(opt_kind, m.params());
   dist::DistributedSampler sampler(t.docs.size(), {.seed = 3});
   Curve c;
@@ -137,6 +141,11 @@ Curve train_alone(const Task& t, const std::string& opt_kind, std::size_t b, int
   return c;
 }
 
+Curve train_alone(const Task& t, const std::string& opt_kind, std::size_t b, int epochs) {
+  Model m;
+  return train_global_batches(m, t, opt_kind, b, epochs);
+}
+
 double max_diff(const std::vector<tg::Tensor>& a, const std::vector<tg::Tensor>& b) {
   double d = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -154,8 +163,10 @@ tg::Tensor with_dense_grad(tg::Shape shape, float value) {
   return p;
 }
 
-tg::SparseRows rows_of(std::vector<int64_t> rows, std::vector<float> values, std::size_t num_rows, std::size_t cols) {
-  tg::SparseRows s{std::move(rows), xt::xtensor<float, 2>::from_shape({values.size() / cols, cols}), num_rows};
+tg::SparseRows rows_of(std::vector<int64_t> rows, std::vector<float> values, std::size_t num_rows,
+                       std::size_t cols) {
+  tg::SparseRows s{std::move(rows), xt::xtensor<float, 2>::from_shape({values.size() / cols, cols}),
+                   num_rows};
   std::copy(values.begin(), values.end(), s.values.data());
   return s;
 }
@@ -176,8 +187,8 @@ TEST_CASE("dense gradients: the mean over ranks, weighted by samples, in one buf
   const int n = dist::world_size(), me = dist::rank();
   tg::Tensor w = with_dense_grad({2, 3}, static_cast<float>(me + 1));
   tg::Tensor b = with_dense_grad({3}, 10.0f * (me + 1));
-  tg::Tensor unused = tg::zeros({4}, true);                         // no gradient anywhere: stays empty
-  tg::Tensor some = tg::zeros({2}, true);                           // a gradient on rank 1 only: zeros elsewhere
+  tg::Tensor unused = tg::zeros({4}, true);  // no gradient anywhere: stays empty
+  tg::Tensor some = tg::zeros({2}, true);    // a gradient on rank 1 only: zeros elsewhere
   if (me == 1) some = with_dense_grad({2}, 6.0f);
   dist::SyncStats s = dist::sync_gradients({w, b, unused, some});
   CHECK(s.dense_values == 6 + 3 + 2);
@@ -262,7 +273,8 @@ TEST_CASE("mixed kinds: sparse on one rank and dense on another is dense; sparse
     mixed.accumulate_grad(tg::Grad(rows_of({1}, {2, 2}, 4, 2)));
   else
     mixed = with_dense_grad({4, 2}, 1.0f);
-  tg::Tensor some = tg::zeros({4, 2}, true);  // only the last rank holds rows (row 3 of 5s); the others nothing
+  tg::Tensor some =
+      tg::zeros({4, 2}, true);  // only the last rank holds rows (row 3 of 5s); the others nothing
   if (me == n - 1) some.accumulate_grad(tg::Grad(rows_of({3}, {5, 5}, 4, 2)));
   dist::sync_gradients({mixed, some});
   REQUIRE(mixed.grad().is_dense());
@@ -283,13 +295,90 @@ TEST_CASE("N processes with batch B/N take the steps of one process with batch B
   REQUIRE(many.losses.size() == one.losses.size());
   CHECK(many.local_batch_sizes.at(2) < b);  // the uneven last batch
   double worst = 0;
-  for (std::size_t i = 0; i < one.losses.size(); ++i) worst = std::max(worst, std::abs(many.losses[i] - one.losses[i]));
+  for (std::size_t i = 0; i < one.losses.size(); ++i)
+    worst = std::max(worst, std::abs(many.losses[i] - one.losses[i]));
   CHECK(worst < 1e-5);
   CHECK(max_diff(many.params, one.params) < 1e-5);
   CHECK(one.losses.back() < one.losses.front());  // it learns
   // Adam too (lazy on the table): within float rounding of one process.
   const Curve many_adam = train_distributed(t, "adam", b, 3), one_adam = train_alone(t, "adam", b, 3);
   CHECK(max_diff(many_adam.params, one_adam.params) < 1e-4);
+}
+
+// The Task's model with its table split across the ranks (distributed/shard.hpp):
+// built whole (the same start as Model's), then this rank keeps its rows.
+struct ShardedModel {
+  dist::RowShard shard;
+  Model whole;
+  tg::nn::EmbeddingBag bag = tg::nn::EmbeddingBag::from_pretrained(
+      shard.take(whole.bag.weight.value()), {.mode = tg::nn::EmbeddingBagMode::sum, .sparse = true}, false);
+  std::vector<tg::Tensor> params() { return {bag.weight, whole.head.weight, *whole.head.bias}; }
+  tg::Tensor loss(const Task& t, const std::vector<int64_t>& idx) {
+    std::vector<std::vector<int64_t>> picked;
+    for (int64_t i : idx) picked.push_back(t.docs[i]);
+    const tg::CsrBatch mine =
+        tg::data::to_csr(shard.documents(picked), shard.rows(50), tg::data::CsrValues::counts);
+    return tg::cross_entropy(whole.head(tg::tanh(dist::sum_over_ranks(bag.forward(mine)))), t.targets(idx));
+  }
+};
+
+TEST_CASE("a table split by rows: each rank holds rows r, r + N, ..., and all_gather_rows puts them back") {
+  const dist::RowShard shard;
+  const int n = dist::world_size(), me = dist::rank();
+  CHECK(shard.rank() == me);
+  CHECK(shard.world() == n);
+  tg::Array table = tg::Array::from_shape({7, 2});
+  for (std::size_t k = 0; k < table.size(); ++k) table.data()[k] = static_cast<float>(k);
+  const tg::Array mine = shard.take(table);
+  REQUIRE(static_cast<int64_t>(mine.shape()[0]) == shard.rows(7));
+  for (std::size_t l = 0; l < mine.shape()[0]; ++l) {
+    CHECK(mine(l, 0) == table(l * n + me, 0));
+    CHECK(mine(l, 1) == table(l * n + me, 1));
+  }
+  const std::vector<double> counts = gather(static_cast<double>(shard.rows(7)));
+  double total = 0;
+  for (double c : counts) total += c;
+  CHECK(total == 7);
+  const tg::Array back = dist::all_gather_rows(mine, 7, shard);
+  CHECK(back == table);
+  // Rows that do not fit the table: every rank throws, naming the rank.
+  CHECK_THROWS_WITH_AS(dist::all_gather_rows(mine, 9, shard), doctest::Contains("all_gather_rows: rank"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("sum_over_ranks adds every rank's part in rank order and passes the gradient on unchanged") {
+  const int n = dist::world_size(), me = dist::rank();
+  tg::Tensor x = tg::tensor({1.0f + me, 10.0f * (me + 1), 0.5f}, {3}, true);
+  tg::Tensor y = dist::sum_over_ranks(x);
+  const float nf = static_cast<float>(n);
+  CHECK(y.to_vector() == std::vector<float>{nf * (nf + 1) / 2, 10 * nf * (nf + 1) / 2, 0.5f * nf});
+  tg::sum(y * tg::tensor({1.0f, 2.0f, 3.0f}, {3})).backward();
+  CHECK(x.grad_dense() == tg::Array{1.0f, 2.0f, 3.0f});
+  tg::Tensor wrong = tg::zeros({static_cast<std::size_t>(me + 1)}, true);
+  CHECK_THROWS_WITH_AS(dist::sum_over_ranks(wrong), doctest::Contains("sum_over_ranks: rank"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("a table split by rows trains as one process does, with no gradient exchanged") {
+  const Task t;
+  const std::size_t b = 8 / dist::world_size();  // global batches of about 8
+  for (const std::string kind : {"sgd", "adam"}) {
+    CAPTURE(kind);
+    ShardedModel m;
+    const Curve one = train_alone(t, kind, b, 3);
+    const std::vector<double> losses = train_global_batches(m, t, kind, b, 3).losses;
+    CHECK(m.params()[0].grad().is_sparse());  // the table's gradient: this rank's rows only
+    REQUIRE(losses.size() == one.losses.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < losses.size(); ++i)
+      worst = std::max(worst, std::abs(losses[i] - one.losses[i]));
+    CHECK(worst < 1e-5);
+    const tg::Array table = dist::all_gather_rows(m.bag.weight.value(), 50, m.shard);
+    CHECK(max_diff({tg::Tensor(table), m.whole.head.weight, *m.whole.head.bias}, one.params) < 1e-5);
+    // Every rank ends with the same head, bit for bit: it saw the same sums.
+    const std::vector<double> heads = gather(checksum({m.whole.head.weight, *m.whole.head.bias}));
+    for (double h : heads) CHECK(h == heads[0]);
+  }
 }
 
 TEST_CASE("lazy Adam stays lazy: rows no rank touched keep their values") {
@@ -371,7 +460,8 @@ int main(int argc, char** argv) {
   }
   doctest::Context context(argc, argv);
   context.setOption("no-intro", true);
-  context.setOption("no-colors", true);  // mpirun gives ranks a terminal: keep the summary plain for scripts/test
+  context.setOption("no-colors",
+                    true);  // mpirun gives ranks a terminal: keep the summary plain for scripts/test
   if (mpi.rank() != 0) context.setOption("minimal", true);  // one report; failures still print
   int failed = context.run() != 0;
   const std::vector<double> all = gather(failed);

@@ -1,0 +1,92 @@
+// Row-sharded tables: which rank holds which row, the whole table back for a
+// checkpoint, and the sum of the ranks' partial sums (shard.hpp).
+#include "shard.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "../core/check.hpp"
+#include "../core/tape.hpp"
+#include "distributed.hpp"
+
+namespace tg::distributed {
+
+RowShard::RowShard() : RowShard(distributed::rank(), world_size()) {}
+
+RowShard::RowShard(int rank, int world) : rank_(rank), world_(world) {
+  check(world >= 1 && rank >= 0 && rank < world, "RowShard: rank ", rank, " of a world of ", world);
+}
+
+int64_t RowShard::rows(int64_t num_rows) const {
+  check(num_rows >= 0, "RowShard::rows: num_rows ", num_rows);
+  return num_rows / world_ + (rank_ < num_rows % world_ ? 1 : 0);
+}
+
+std::vector<std::vector<int64_t>> RowShard::documents(const std::vector<std::vector<int64_t>>& docs) const {
+  std::vector<std::vector<int64_t>> mine(docs.size());
+  for (std::size_t d = 0; d < docs.size(); ++d)
+    for (std::size_t k = 0; k < docs[d].size(); ++k) {
+      const int64_t id = docs[d][k];
+      if (id < 0)
+        throw std::invalid_argument(
+            message("RowShard::documents: document ", d, ", position ", k, ": id ", id));
+      const int64_t row = id / world_;  // one division: owns(id) and local(id) together
+      if (id - row * world_ == rank_) mine[d].push_back(row);
+    }
+  return mine;
+}
+
+Array RowShard::take(const Array& table) const {
+  check(table.dimension() >= 1, "RowShard::take: a table of shape ", table.shape(), " has no rows");
+  Array::shape_type shape = table.shape();
+  const std::size_t cols = table.size() / std::max<std::size_t>(shape[0], 1);
+  shape[0] = static_cast<std::size_t>(rows(static_cast<int64_t>(table.shape()[0])));
+  Array mine = Array::from_shape(shape);
+  for (std::size_t l = 0; l < shape[0]; ++l)
+    std::copy_n(table.data() + static_cast<std::size_t>(global(static_cast<int64_t>(l))) * cols, cols,
+                mine.data() + l * cols);
+  return mine;
+}
+
+Array all_gather_rows(const Array& mine, int64_t num_rows, const RowShard& shard) {
+  check(mine.dimension() >= 1 && num_rows >= 0, "all_gather_rows: rows of shape ", mine.shape(), " for ",
+        num_rows, " rows");
+  std::vector<std::size_t> counts;
+  const std::vector<float> all = all_gather({mine.data(), mine.size()}, &counts);
+  Array::shape_type shape = mine.shape();
+  const std::size_t cols = mine.shape()[0] > 0 ? mine.size() / mine.shape()[0] : 0;
+  for (int r = 0; r < shard.world(); ++r) {  // the same gathered counts on every rank: all throw or none
+    const std::size_t expected = static_cast<std::size_t>(RowShard(r, shard.world()).rows(num_rows)) * cols;
+    if (counts[static_cast<std::size_t>(r)] != expected)
+      throw std::invalid_argument(message("all_gather_rows: rank ", r, " holds ",
+                                          counts[static_cast<std::size_t>(r)], " values where ", expected,
+                                          " (its rows of ", num_rows, " times ", cols, ") were expected"));
+  }
+  shape[0] = static_cast<std::size_t>(num_rows);
+  Array table = Array::from_shape(shape);
+  std::size_t at = 0;
+  for (int r = 0; r < shard.world(); ++r) {
+    const RowShard theirs(r, shard.world());
+    for (int64_t l = 0; l < theirs.rows(num_rows); ++l, at += cols)
+      std::copy_n(all.data() + at, cols, table.data() + static_cast<std::size_t>(theirs.global(l)) * cols);
+  }
+  return table;
+}
+
+Tensor sum_over_ranks(const Tensor& x) {
+  std::vector<std::size_t> counts;
+  const std::vector<float> all = all_gather({x.value().data(), x.numel()}, &counts);
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    if (counts[r] != x.numel())
+      throw std::invalid_argument(message("sum_over_ranks: rank ", rank(), " passes ", x.numel(),
+                                          " values (shape ", x.value().shape(), "), rank ", r, " ",
+                                          counts[r]));
+  Array sum = Array::from_shape(x.value().shape());
+  std::copy_n(all.data(), x.numel(), sum.data());
+  for (std::size_t r = 1; r < counts.size(); ++r)
+    for (std::size_t k = 0; k < x.numel(); ++k) sum.data()[k] += all[r * x.numel() + k];
+  return record("sum_over_ranks", std::move(sum), {x},
+                [](Array&& g, const Node&, Grads& d) { d[0] = std::move(g); });  // d sum / d x = 1
+}
+
+}  // namespace tg::distributed
