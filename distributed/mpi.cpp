@@ -13,8 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "collective.hpp"
 #include "merge.hpp"
-#include "shard.hpp"
 
 namespace tg::distributed {
 
@@ -121,22 +121,23 @@ void barrier() {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-std::vector<float> all_gather(std::span<const float> values, std::vector<std::size_t>* counts) {
-  check_initialized("tg::distributed::all_gather");
+std::vector<std::byte> all_gather_bytes(std::span<const std::byte> mine, std::vector<std::size_t>* counts,
+                                        const char* caller) {
+  check_initialized(caller);
   const int world = world_size();
-  const int64_t mine = static_cast<int64_t>(values.size());
+  const int64_t size = static_cast<int64_t>(mine.size());
   std::vector<int64_t> sizes(world);
-  MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  MPI_Allgather(&size, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
   std::vector<int> count(world), at(world);
   std::size_t total = 0;
   for (int r = 0; r < world; ++r) {
-    count[r] = as_count(static_cast<std::size_t>(sizes[r]), "a rank's values", "all_gather");
-    at[r] = as_count(total, "the values", "all_gather");
+    count[r] = as_count(static_cast<std::size_t>(sizes[r]), "a rank's bytes", caller);
+    at[r] = as_count(total, "the bytes", caller);
     total += static_cast<std::size_t>(sizes[r]);
   }
-  as_count(total, "the values", "all_gather");
-  std::vector<float> all(total);
-  MPI_Allgatherv(values.data(), count[rank()], MPI_FLOAT, all.data(), count.data(), at.data(), MPI_FLOAT,
+  as_count(total, "the bytes", caller);
+  std::vector<std::byte> all(total);
+  MPI_Allgatherv(mine.data(), count[rank()], MPI_BYTE, all.data(), count.data(), at.data(), MPI_BYTE,
                  MPI_COMM_WORLD);
   if (counts) counts->assign(sizes.begin(), sizes.end());
   return all;

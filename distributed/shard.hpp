@@ -13,7 +13,7 @@
 //   tg::nn::EmbeddingBag bag(shard.rows(V), D, opt);      // this rank's rows only
 //   tg::nn::Linear head(D, C, true, gen);                 // whole, on every rank
 //   ...
-//   CsrBatch mine = to_csr(shard.documents(docs), shard.rows(V));   // the whole batch, my ids
+//   CsrBatch mine = to_csr(shard.documents(docs, V), shard.rows(V));   // the whole batch, my ids
 //   Tensor loss = cross_entropy(head(tanh(sum_over_ranks(bag.forward(mine)))), y);
 //   loss.backward();   // no gradient exchange: see below
 //   opt.step();
@@ -60,9 +60,11 @@ class RowShard {
   int64_t rows(int64_t num_rows) const;  // how many rows of a num_rows table this rank holds
 
   // Each document's ids that this rank owns, as local rows, in their order
-  // (what to_csr then makes this rank's batch of). Throws
-  // std::invalid_argument for a negative id, naming the document and position.
-  std::vector<std::vector<int64_t>> documents(const std::vector<std::vector<int64_t>>& docs) const;
+  // (what to_csr then makes this rank's batch of, with rows(num_rows)
+  // columns). Throws std::invalid_argument for an id outside [0, num_rows),
+  // naming the document and the position.
+  std::vector<std::vector<int64_t>> documents(const std::vector<std::vector<int64_t>>& docs,
+                                              int64_t num_rows) const;
   // This rank's rows of a whole table [num_rows, ...], in local order.
   Array take(const Array& table) const;
 

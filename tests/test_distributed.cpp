@@ -167,7 +167,7 @@ TEST_SUITE("distributed") {
     CHECK(dist::RowShard(1, 4).rows(0) == 0);
 
     const dist::RowShard one(1, 3);
-    CHECK(one.documents({{0, 1, 4, 4, 9}, {}, {2, 7}}) ==
+    CHECK(one.documents({{0, 1, 4, 4, 9}, {}, {2, 7}}, 10) ==
           std::vector<std::vector<int64_t>>{{0, 1, 1}, {}, {2}});
     tg::Array table = tg::Array::from_shape({5, 2});
     for (std::size_t k = 0; k < table.size(); ++k) table.data()[k] = static_cast<float>(k);
@@ -176,8 +176,10 @@ TEST_SUITE("distributed") {
     CHECK(message_of([] { dist::RowShard(3, 3); }) == "RowShard: rank 3 of a world of 3");
     CHECK(message_of([] { dist::RowShard(0, 0); }) == "RowShard: rank 0 of a world of 0");
     CHECK(message_of([&] {
-            one.documents({{1}, {2, -5}});
-          }) == "RowShard::documents: document 1, position 1: id -5");
+            one.documents({{1}, {2, -5}}, 10);
+          }) == "RowShard::documents: document 1, position 1: id -5 outside [0, 10)");
+    CHECK(message_of([&] { one.documents({{10}}, 10); }) ==
+          "RowShard::documents: document 0, position 0: id 10 outside [0, 10)");
     CHECK(message_of([&] { one.rows(-1); }) == "RowShard::rows: num_rows -1");
     CHECK(message_of([&] { one.take(tg::Array(1.0f)); }) ==
           "RowShard::take: a table of shape [] has no rows");

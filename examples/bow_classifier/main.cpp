@@ -565,7 +565,7 @@ int train(Options o) {
   // those rows as its table numbers them (once here, not at every step).
   std::optional<dist::RowShard> shard;
   if (o.shard_table) shard.emplace();
-  const Docs sharded = shard ? shard->documents(docs) : Docs{};
+  const Docs sharded = shard ? shard->documents(docs, vocab.size()) : Docs{};
   const Docs& inputs = shard ? sharded : docs;  // what the batches are made of
 
   Featurizer f{vocab.size(), loaded ? loaded->values : o.values, {}};

@@ -317,7 +317,7 @@ struct ShardedModel {
     std::vector<std::vector<int64_t>> picked;
     for (int64_t i : idx) picked.push_back(t.docs[i]);
     const tg::CsrBatch mine =
-        tg::data::to_csr(shard.documents(picked), shard.rows(50), tg::data::CsrValues::counts);
+        tg::data::to_csr(shard.documents(picked, 50), shard.rows(50), tg::data::CsrValues::counts);
     return tg::cross_entropy(whole.head(tg::tanh(dist::sum_over_ranks(bag.forward(mine)))), t.targets(idx));
   }
 };
@@ -354,8 +354,14 @@ TEST_CASE("sum_over_ranks adds every rank's part in rank order and passes the gr
   CHECK(y.to_vector() == std::vector<float>{nf * (nf + 1) / 2, 10 * nf * (nf + 1) / 2, 0.5f * nf});
   tg::sum(y * tg::tensor({1.0f, 2.0f, 3.0f}, {3})).backward();
   CHECK(x.grad_dense() == tg::Array{1.0f, 2.0f, 3.0f});
-  tg::Tensor wrong = tg::zeros({static_cast<std::size_t>(me + 1)}, true);
-  CHECK_THROWS_WITH_AS(dist::sum_over_ranks(wrong), doctest::Contains("sum_over_ranks: rank"),
+  // Shapes that differ, even with as many values: every rank throws, naming both shapes.
+  tg::Tensor wrong = tg::zeros(me == 1 ? tg::Shape{3, 2} : tg::Shape{2, 3}, true);
+  const std::string what = me == 1 ? "sum_over_ranks: rank 1 passes shape [3, 2], rank 0 shape [2, 3]"
+                                   : "sum_over_ranks: rank " + std::to_string(me) +
+                                         " passes shape [2, 3], rank 1 shape [3, 2]";
+  CHECK_THROWS_WITH_AS(dist::sum_over_ranks(wrong), what.c_str(), std::invalid_argument);
+  tg::Tensor longer = tg::zeros({static_cast<std::size_t>(me + 1)}, true);
+  CHECK_THROWS_WITH_AS(dist::sum_over_ranks(longer), doctest::Contains("sum_over_ranks: rank"),
                        std::invalid_argument);
 }
 
