@@ -233,7 +233,8 @@ struct Run {
   std::unique_ptr<EmbeddingModel> emb;
   std::unique_ptr<LinearModel> lin;
   std::unique_ptr<tg::optim::Optimizer> opt;
-  dist::SyncStats traffic;  // --distributed: what this epoch's steps exchanged, summed
+  dist::SyncStats traffic;       // --distributed: what this epoch's steps exchanged, summed
+  double partial_sum_bytes = 0;  // --shard-table: the same, partial bag sums sent and received
 
   tg::nn::Module& module() { return emb ? static_cast<tg::nn::Module&>(*emb) : *lin; }
 
@@ -656,7 +657,8 @@ int train(Options o) {
       const tg::Indices y = xt::adapt(tg::data::take(corpus.targets, ids, begin, end));
       for (std::size_t r = 0; r < runs.size(); ++r) {  // interleaved: both see the same machine state
         StepRecord s = train_step(runs[r], f, batch, y, split_batch);
-        if (o.shard_table) runs[r].traffic.dense_bytes += world * batch.size() * dim * sizeof(float);
+        if (o.shard_table)
+          runs[r].partial_sum_bytes += static_cast<double>(world * batch.size() * dim * sizeof(float));
         s.epoch = static_cast<int>(epoch);
         s.step = step;
         if (!split_batch) current[r].train_loss += s.loss / batches;
@@ -704,8 +706,8 @@ int train(Options o) {
               "%-9s epoch %zu on %d process%s: %.3f s (training and test); per step, each rank sent "
               "its partial sums and received the others': %.0f bytes\n",
               run.mode.c_str(), epoch, world, world == 1 ? "" : "es", seconds,
-              run.traffic.dense_bytes / static_cast<double>(batches));
-          run.traffic = {};
+              run.partial_sum_bytes / static_cast<double>(batches));
+          run.partial_sum_bytes = 0;
           continue;
         }
         const double steps_done = static_cast<double>(batches), t = run.traffic.sparse_rows / steps_done;
