@@ -223,6 +223,14 @@ TEST_SUITE("examples") {
     r = run_command(bow() + " --epochs two");
     CHECK(r.status == 2);
     CHECK(r.output.find("not a number") != std::string::npos);
+    // A table split needs the processes, the embedding run and values a rank can compute alone.
+    for (const char* flags : {" --shard-table --mode embedding", " --distributed --shard-table --mode both",
+                              " --distributed --shard-table --mode embedding --values tfidf"}) {
+      CAPTURE(flags);
+      r = run_command(bow() + flags);
+      CHECK(r.status == 2);
+      CHECK(r.output.find("--shard-table needs --distributed and --mode embedding") != std::string::npos);
+    }
   }
 
   TEST_CASE("bow_classifier tries every output path before training, and refuses unknown plot formats") {
