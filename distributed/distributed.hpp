@@ -95,6 +95,10 @@ class Session {
 // Sums `values` over the ranks, in place, on every rank (PyTorch:
 // dist.all_reduce(t, op=SUM)): losses and counts for a report.
 void all_reduce(std::span<double> values);
+// Every rank's `values` end to end, in rank order, on every rank (PyTorch:
+// dist.all_gather; MPI_Allgatherv: the counts may differ); counts, when given,
+// receives each rank's count. One process: a copy.
+std::vector<float> all_gather(std::span<const float> values, std::vector<std::size_t>* counts = nullptr);
 void barrier();
 
 // What one sync_gradients call exchanged, for this rank.

@@ -13,6 +13,18 @@
 
 namespace tg::distributed {
 
+namespace {
+
+// The values in one row of a table of this shape (the product of its dims
+// after the first): known even when a rank holds no row.
+std::size_t row_size(const Array::shape_type& shape) {
+  std::size_t n = 1;
+  for (std::size_t d = 1; d < shape.size(); ++d) n *= shape[d];
+  return n;
+}
+
+}  // namespace
+
 RowShard::RowShard() : RowShard(distributed::rank(), world_size()) {}
 
 RowShard::RowShard(int rank, int world) : rank_(rank), world_(world) {
@@ -42,7 +54,7 @@ std::vector<std::vector<int64_t>> RowShard::documents(const std::vector<std::vec
 Array RowShard::take(const Array& table) const {
   check(table.dimension() >= 1, "RowShard::take: a table of shape ", table.shape(), " has no rows");
   Array::shape_type shape = table.shape();
-  const std::size_t cols = table.size() / std::max<std::size_t>(shape[0], 1);
+  const std::size_t cols = row_size(shape);
   shape[0] = static_cast<std::size_t>(rows(static_cast<int64_t>(table.shape()[0])));
   Array mine = Array::from_shape(shape);
   for (std::size_t l = 0; l < shape[0]; ++l)
@@ -57,7 +69,7 @@ Array all_gather_rows(const Array& mine, int64_t num_rows, const RowShard& shard
   std::vector<std::size_t> counts;
   const std::vector<float> all = all_gather({mine.data(), mine.size()}, &counts);
   Array::shape_type shape = mine.shape();
-  const std::size_t cols = mine.shape()[0] > 0 ? mine.size() / mine.shape()[0] : 0;
+  const std::size_t cols = row_size(shape);
   for (int r = 0; r < shard.world(); ++r) {  // the same gathered counts on every rank: all throw or none
     const std::size_t expected = static_cast<std::size_t>(RowShard(r, shard.world()).rows(num_rows)) * cols;
     if (counts[static_cast<std::size_t>(r)] != expected)

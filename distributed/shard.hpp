@@ -40,7 +40,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "../core/tensor.hpp"
@@ -84,10 +83,5 @@ Array all_gather_rows(const Array& mine, int64_t num_rows, const RowShard& shard
 // (the top of this file). A collective: every rank calls it, with the same
 // shape (else std::invalid_argument on every rank).
 Tensor sum_over_ranks(const Tensor& x);
-
-// Every rank's `values` end to end, in rank order, on every rank
-// (MPI_Allgatherv: the counts may differ); counts, when given, receives each
-// rank's count. One process: a copy.
-std::vector<float> all_gather(std::span<const float> values, std::vector<std::size_t>* counts = nullptr);
 
 }  // namespace tg::distributed

@@ -14,36 +14,21 @@ namespace {
 bool initialized = false;
 }
 
-bool is_available() {
-  return false;
-}
+bool is_available() { return false; }
 
 void init(int&, char**&) {
   if (initialized) throw std::logic_error("tg::distributed::init: called twice");
   initialized = true;
 }
-void finalize() {
-  initialized = false;
-}
-bool is_initialized() {
-  return initialized;
-}
-int rank() {
-  return 0;
-}
-int world_size() {
-  return 1;
-}
-void abort(int code) {
-  std::exit(code);
-}
+void finalize() { initialized = false; }
+bool is_initialized() { return initialized; }
+int rank() { return 0; }
+int world_size() { return 1; }
+void abort(int code) { std::exit(code); }
 
-Session::~Session() {
-  finalize();
-}
+Session::~Session() { finalize(); }
 
 void all_reduce(std::span<double>) {}
-
 std::vector<std::byte> all_gather_bytes(std::span<const std::byte> mine, std::vector<std::size_t>* counts,
                                         const char*) {
   if (counts) counts->assign(1, mine.size());

@@ -587,7 +587,7 @@ int train(Options o) {
   // --shard-table: this rank keeps its rows of the table from here on (the
   // whole model was built, or loaded, first: the same start as one process's).
   if (shard) {
-    reshard(first, first_opt, o, *shard, vocab.size(), true);
+    reshard(first, first_opt, o, *shard, vocab.size(), /*split=*/true);
     f.vocab = shard->rows(vocab.size());
   }
   const std::size_t dim = first->bag->embedding_dim();
@@ -750,7 +750,7 @@ int train(Options o) {
 
   Run& best = runs.front();
   if (shard && (!o.save.empty() || !o.predictions.empty())) {  // the whole model, for rank 0 to save
-    reshard(best.emb, best.opt, o, *shard, vocab.size(), false);
+    reshard(best.emb, best.opt, o, *shard, vocab.size(), /*split=*/false);
     f.vocab = vocab.size();
   }
   if (dist::rank() > 0) return 0;  // rank 0 saves and writes; every rank holds the same model

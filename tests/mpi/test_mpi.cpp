@@ -341,6 +341,12 @@ TEST_CASE("a table split by rows: each rank holds rows r, r + N, ..., and all_ga
   CHECK(total == 7);
   const tg::Array back = dist::all_gather_rows(mine, 7, shard);
   CHECK(back == table);
+  // A table of one row: the other ranks hold none ([0, 2]), and it still comes back whole.
+  const tg::Array one_row{{5.0f, 6.0f}};
+  const tg::Array part = shard.take(one_row);
+  CHECK(part.shape()[0] == (me == 0 ? 1u : 0u));
+  CHECK(part.shape()[1] == 2);
+  CHECK(dist::all_gather_rows(part, 1, shard) == one_row);
   // Rows that do not fit the table: every rank throws, naming the rank.
   CHECK_THROWS_WITH_AS(dist::all_gather_rows(mine, 9, shard), doctest::Contains("all_gather_rows: rank"),
                        std::invalid_argument);
