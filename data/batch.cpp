@@ -13,6 +13,7 @@
 #include <xtensor/xbuilder.hpp>
 
 #include "../core/kernels/parallel.hpp"
+#include "../core/kernels/radix_sort.hpp"
 
 namespace tg::data {
 
@@ -39,21 +40,6 @@ void check_ids(const std::vector<std::vector<std::int64_t>>& documents, std::int
   }
 }
 
-// Sorts ids in [0, num_cols) by least-significant-digit radix sort, a byte a
-// pass, as many passes as num_cols - 1 has bytes (two for a vocabulary under
-// 65,536 words). No comparisons, so no branch to mispredict: a document's
-// tokens come in text order, and std::sort on them spent most of its time there.
-void radix_sort(std::vector<std::int64_t>& ids, std::vector<std::int64_t>& scratch, std::int64_t num_cols) {
-  scratch.resize(ids.size());
-  for (int shift = 0; shift < 64 && ((num_cols - 1) >> shift) > 0; shift += 8) {
-    std::array<std::size_t, 257> start{};  // start[b + 1] counts byte b, then the prefix sums
-    for (std::int64_t id : ids) ++start[((id >> shift) & 255) + 1];
-    std::partial_sum(start.begin(), start.end(), start.begin());
-    for (std::int64_t id : ids) scratch[start[(id >> shift) & 255]++] = id;
-    ids.swap(scratch);
-  }
-}
-
 }  // namespace
 
 CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::int64_t num_cols,
@@ -67,8 +53,10 @@ CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::in
     std::vector<std::int64_t> scratch;
     for (std::size_t d = lo; d < hi; ++d) {
       sorted[d] = documents[d];
-      if (!std::ranges::is_sorted(sorted[d]))
-        radix_sort(sorted[d], scratch, num_cols);  // ids files come sorted
+      if (std::ranges::is_sorted(sorted[d])) continue;  // ids files come sorted
+      // A byte a pass: two passes for a vocabulary under 65,536 words.
+      kernels::radix_sort<8>(sorted[d], scratch, static_cast<uint64_t>(std::max<std::int64_t>(num_cols - 1, 0)),
+                             [](std::int64_t id) { return id; });
     }
   });
   // ...then the rows end to end, each run of equal ids one entry.

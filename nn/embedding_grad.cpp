@@ -8,6 +8,7 @@
 #include "../core/kernels/dispatch.hpp"
 #include "../core/kernels/loop.hpp"
 #include "../core/kernels/parallel.hpp"
+#include "../core/kernels/radix_sort.hpp"
 #include "embedding.hpp"
 
 namespace tg::nn {
@@ -49,9 +50,8 @@ SparseRows row_grads_plain(const Plan& p, const float* g, const std::vector<std:
 }
 
 // The fast version starts by grouping the entries by row (rows ascending; within
-// a row, in entry order): a stable LSD radix sort on the row id, 11 bits a pass
-// (two passes up to 4M rows), which costs a few passes over the entries where
-// sorting (row, entry) pairs costs log2(n) comparisons per entry.
+// a row, in entry order): a stable radix sort on the row id, 11 bits a pass
+// (two passes up to 4M rows; core/kernels/radix_sort.hpp).
 std::vector<std::size_t> entries_by_row(const Plan& p) {
   std::vector<std::size_t> order;
   order.reserve(p.index.size());
@@ -63,18 +63,8 @@ std::vector<std::size_t> entries_by_row(const Plan& p) {
                      [&](std::size_t a, std::size_t b) { return row(a) < row(b); });
     return order;
   }
-  constexpr unsigned bits = 11;
-  constexpr uint64_t mask = (uint64_t{1} << bits) - 1;
-  const uint64_t max_row = p.num_rows > 0 ? p.num_rows - 1 : 0;
-  std::vector<std::size_t> sorted(order.size()), start(mask + 1);
-  for (unsigned shift = 0; shift == 0 || (shift < 64 && (max_row >> shift) != 0); shift += bits) {
-    std::fill(start.begin(), start.end(), 0);
-    for (std::size_t k : order) ++start[(row(k) >> shift) & mask];
-    std::size_t at = 0;
-    for (std::size_t& s : start) at += std::exchange(s, at);  // counts -> where each digit starts
-    for (std::size_t k : order) sorted[start[(row(k) >> shift) & mask]++] = k;
-    order.swap(sorted);
-  }
+  std::vector<std::size_t> scratch;
+  kernels::radix_sort<11>(order, scratch, p.num_rows > 0 ? p.num_rows - 1 : 0, row);
   return order;
 }
 

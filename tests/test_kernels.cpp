@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include <tapegrad/tapegrad.hpp>
@@ -18,6 +20,7 @@
 #include "../core/kernels/fast_math.hpp"
 #include "../core/kernels/loop.hpp"
 #include "../core/kernels/elementwise.hpp"
+#include "../core/kernels/radix_sort.hpp"
 #include "../core/kernels/reduce.hpp"
 #include "helpers.hpp"
 
@@ -280,6 +283,32 @@ TEST_SUITE("core") {
       CHECK(a.grad_dense().shape() == a.value().shape());
       CHECK(b.grad_dense().shape() == b.value().shape());
       for (float v : a.grad_dense()) CHECK(v == 0.0f);
+    }
+  }
+  TEST_CASE("kernels::radix_sort orders by key as std::stable_sort does, equal keys in their order") {
+    // Items are (key, position): stability shows in the positions of equal keys.
+    using Item = std::pair<uint64_t, std::size_t>;
+    std::mt19937_64 rng(7);
+    for (uint64_t max_key : {uint64_t{0}, uint64_t{1}, uint64_t{255}, uint64_t{256}, uint64_t{2047},
+                             uint64_t{70000}, uint64_t{1} << 40, ~uint64_t{0}}) {
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{300}, std::size_t{5000}}) {
+        CAPTURE(max_key);
+        CAPTURE(n);
+        std::vector<Item> items(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          // Half the keys from a few values, so that many are equal.
+          const uint64_t k = (i % 2 == 0) ? rng() % 5 : rng();
+          items[i] = {max_key == ~uint64_t{0} ? k : k % (max_key + 1), i};
+        }
+        std::vector<Item> expected = items;
+        std::stable_sort(expected.begin(), expected.end(),
+                         [](const Item& a, const Item& b) { return a.first < b.first; });
+        std::vector<Item> by8 = items, by11 = items, scratch;
+        tg::kernels::radix_sort<8>(by8, scratch, max_key, [](const Item& it) { return it.first; });
+        tg::kernels::radix_sort<11>(by11, scratch, max_key, [](const Item& it) { return it.first; });
+        CHECK(by8 == expected);
+        CHECK(by11 == expected);
+      }
     }
   }
 }
