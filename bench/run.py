@@ -42,7 +42,9 @@ DIM, BATCH, FLOAT = 64, 32, 4
 # The process's CPU time per step (all threads): on a shared machine it leaves out
 # the time spent waiting for a core. Wall time is kept in RESULTS.json.
 METRIC = "cpu_ms_per_step"
-ENV_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# TAPEGRAD_NUM_THREADS: the examples otherwise take every core (examples/flags.hpp).
+ENV_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                  "TAPEGRAD_NUM_THREADS": "1"}
 
 
 def log(msg):
@@ -617,7 +619,7 @@ def write_results(args, corpora, merged, results, peers, micro, micro_note, mach
              "Regenerate with the same command; everything below is written by `bench/run.py`.", "",
              "## Machine", ""]
     lines += [f"- {k}: {v}" for k, v in mach.items()]
-    lines += ["", "Every system runs on one thread (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, "
+    lines += ["", "Every system runs on one thread (TAPEGRAD_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, "
               "`torch.set_num_threads(1)`, `at::set_num_threads(1)`). The machine is shared and its load varies, "
               "so absolute times are noisy: read the ratios, which compare runs made seconds apart.", ""]
     missing = [f"- {s}: {why}" for s, why in peers.items() if why]
@@ -691,7 +693,8 @@ def write_results(args, corpora, merged, results, peers, micro, micro_note, mach
         jh, jr = jobs_table(jobs)
         sp = jobs["split"]
         lines += ["The job a user compares: train a spam classifier on the training emails and label the test "
-                  "emails, as whole processes, one thread each (`-thread 1`; OPENBLAS_NUM_THREADS=1). "
+                  "emails, as whole processes, one thread each (`-thread 1`; TAPEGRAD_NUM_THREADS=1 "
+                  "OPENBLAS_NUM_THREADS=1). "
                   f"`export_split` writes bow_classifier's own split of the corpus ({sp['train_docs']} training and "
                   f"{sp['test_docs']} test documents, stratified, seed 0) with each text replaced by bow_classifier's "
                   "tokens joined by spaces, in two formats, so both tools see the same documents and the same "
@@ -783,6 +786,8 @@ def main():
     p.add_argument("--quick", action="store_true", help="fewer steps, for trying things out")
     p.add_argument("--no-micro", action="store_true")
     p.add_argument("--no-jobs", action="store_true", help="skip the end-to-end jobs (bow_classifier, fastText)")
+    p.add_argument("--jobs-only", action="store_true",
+                   help="run only the end-to-end jobs (needs --tsv) and print their table; RESULTS.md is not written")
     p.add_argument("--reuse", default=None, metavar="RESULTS.json",
                    help="take the step cells, jobs and micro-benchmarks from this earlier run's RESULTS.json, "
                         "measure only the floor again, and write the report")
@@ -799,6 +804,12 @@ def main():
 
     if args.reuse:
         return reuse(args, start)
+    if args.jobs_only:
+        jobs, note = run_jobs(args)
+        if note:
+            raise SystemExit(f"bench: end-to-end jobs: {note}")
+        print(render(*jobs_table(jobs)))
+        return
     mach = machine(args)
     peers = available_peers(args)
     for s, why in peers.items():
