@@ -20,7 +20,10 @@
 // ops split their loops (pairs, rows); every sentence's random draws come from
 // the seed, the epoch and the sentence's number, and every loop computes each
 // row the same way on any thread, so a run gives the same vectors, bit for
-// bit, on any number of threads. With --hogwild the threads train instead as
+// bit, on any number of threads. With --data-parallel each thread takes its
+// share of every step's sentences and its own tape, and then updates the rows
+// it owns with every thread's gradients (w2v::data_parallel_epoch): the same
+// vectors for the same number of threads. With --hogwild the threads train as
 // fastText's do, each on its own sentences, writing into the shared tables
 // as it goes (w2v::HogwildWorker; a lock on each row while it is copied or
 // updated), repeatable on one thread only.
@@ -80,9 +83,11 @@ int main(int argc, char** argv) try {
       "or plain text, one sentence a line (--format auto: a directory or a file whose first word\n"
       "has a '/' is tagged). --batch: corpus words per step. --output: the vectors as a .vec file\n"
       "(word2vec's text format). --neighbours: comma-separated words whose nearest words to print.\n"
-      "A run gives the same vectors on any --threads; with --hogwild the threads train\n"
-      "at once on their own sentences, as fastText's do (repeatable on one thread only).",
-      {"--subwords", "--hogwild"});
+      "A run gives the same vectors on any --threads. With --data-parallel each thread takes\n"
+      "a share of every step's sentences and updates the rows it owns with the sum of all\n"
+      "threads' gradients (the same vectors for the same --threads); with --hogwild the threads\n"
+      "train at once on their own sentences, as fastText's do (repeatable on one thread only).",
+      {"--subwords", "--hogwild", "--data-parallel"});
   w2v::Options o;
   o.cbow = flag["--model"] == "cbow";
   if (!o.cbow && flag["--model"] != "skipgram") throw std::invalid_argument("--model: skipgram or cbow");
@@ -103,8 +108,11 @@ int main(int argc, char** argv) try {
   o.seed = flag.number("--seed");
   if (o.dim == 0 || o.window == 0 || o.batch == 0)
     throw std::invalid_argument("--dim, --window, --batch: at least 1");
-  if (o.adam && flag.given("--hogwild"))
-    throw std::invalid_argument("--hogwild trains with SGD only (not --optim adam)");
+  const bool hogwild = flag.given("--hogwild"), data_parallel = flag.given("--data-parallel");
+  if (hogwild && data_parallel) throw std::invalid_argument("--hogwild or --data-parallel, not both");
+  if (o.adam && (hogwild || data_parallel))
+    throw std::invalid_argument(std::string(hogwild ? "--hogwild" : "--data-parallel") +
+                                " trains with SGD only (not --optim adam)");
   const std::size_t threads = std::max(1, flag.number("--threads"));
   tg::set_num_threads(threads);
 
@@ -139,7 +147,7 @@ int main(int argc, char** argv) try {
       "%zu epochs, %zu thread%s%s, seed %llu\n",
       o.cbow ? "cbow" : "skipgram", o.subwords ? " with subwords" : "", o.dim, o.window, o.negative, o.sample,
       o.lr, o.adam ? "adam" : "sgd", o.batch, o.epochs, threads, threads == 1 ? "" : "s",
-      flag.given("--hogwild") ? " (hogwild)" : "", static_cast<unsigned long long>(o.seed));
+      hogwild ? " (hogwild)" : data_parallel ? " (data parallel)" : "", static_cast<unsigned long long>(o.seed));
   if (o.subwords) std::printf("subwords: %zu- to %zu-grams in %zu buckets\n", o.minn, o.maxn, o.buckets);
 
   // ---- training
@@ -149,12 +157,12 @@ int main(int argc, char** argv) try {
   const auto train_start = std::chrono::steady_clock::now();
   const double planned = static_cast<double>(o.epochs) * static_cast<double>(vocab.total);
   double done = 0;
-  const bool hogwild = flag.given("--hogwild");
   for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
     const auto [loss, examples] =
-        hogwild ? w2v::hogwild_epoch(model, sampler, corpus, epoch, threads, done, planned)
-                : w2v::train_epoch(model, sampler, corpus, epoch, done, planned);
+        hogwild         ? w2v::hogwild_epoch(model, sampler, corpus, epoch, threads, done, planned)
+        : data_parallel ? w2v::data_parallel_epoch(model, sampler, corpus, epoch, threads, done, planned)
+                        : w2v::train_epoch(model, sampler, corpus, epoch, done, planned);
     const double s = seconds_since(epoch_start);
     std::printf("epoch %zu  loss %.4f per example  %zu examples  %.2f s  %.0f words/s/thread\n", epoch,
                 loss / std::max<std::size_t>(examples, 1), examples, s,

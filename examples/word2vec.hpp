@@ -762,6 +762,184 @@ inline EpochLoss hogwild_epoch(Model& model, const Sampler& sampler, const Corpu
   return r;
 }
 
+// Data parallelism (--data-parallel), synchronous as PyTorch's
+// DistributedDataParallel is: every step's sentences are split into one run
+// of about equal words per thread; each thread builds the pairs of its run,
+// puts them on its own tape and takes both tables' gradients with tg::grad(),
+// reading the tables while no thread writes them. The threads meet; each then
+// updates the rows it owns (row r belongs to thread r % threads) with the sum
+// of every thread's gradient for that row, added in thread order, and they
+// meet again before the next step. Nothing races: each meeting orders every
+// write before the reads that follow it. A run repeats bit for bit for one
+// thread count, and on one thread it takes Model::step's SGD steps exactly;
+// on another count a row's gradient is summed in another order, so the
+// vectors differ in rounding.
+
+// Where the threads of data_parallel_epoch meet: each waits until all have
+// arrived. The threads meet twice a step, a few hundred microseconds apart,
+// and a thread woken from sleep (std::barrier) takes tens of microseconds to
+// run again, so a waiting thread watches the count instead, yielding its
+// core now and then.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(std::size_t threads) : threads_(threads) {}
+  void arrive_and_wait() {
+    const uint64_t generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads_) {  // the last one lets all go
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    for (unsigned spins = 1; generation_.load(std::memory_order_acquire) == generation; ++spins)
+      if (spins % 256 == 0) std::this_thread::yield();
+  }
+
+ private:
+  const std::size_t threads_;
+  std::atomic<std::size_t> arrived_{0};
+  std::atomic<uint64_t> generation_{0};
+};
+
+// Part `part` of `parts` of the sentences [first, last), which hold `words`
+// corpus words: sentence s is in part (words before s) * parts / words.
+inline std::pair<std::size_t, std::size_t> part_of(const Corpus& c, std::size_t first, std::size_t last,
+                                                   std::size_t words, std::size_t part, std::size_t parts) {
+  std::size_t lo = last, hi = last, before = 0;
+  for (std::size_t s = first; s < last; before += c.starts[s + 1] - c.starts[s], ++s) {
+    const std::size_t p = words ? before * parts / words : 0;
+    if (p >= part && lo == last) lo = s;
+    if (p > part) {
+      hi = s;
+      break;
+    }
+  }
+  return {std::min(lo, hi), hi};
+}
+
+// table[r] -= lr * (the sum over threads, in thread order, of each one's
+// gradient row r), for the rows r of `grads` that thread `me` of `threads`
+// owns. Each gradient is SparseRows (the tables' layers are sparse) or empty.
+// next and from (one entry per thread) and sum (dim floats) are working space.
+inline void update_owned_rows(float* table, const std::vector<const tg::Grad*>& grads, float lr, std::size_t dim,
+                              std::size_t me, std::size_t threads, std::vector<std::size_t>& next,
+                              std::vector<const float*>& from, std::vector<float>& sum) {
+  std::fill(next.begin(), next.end(), 0);  // each thread's next row to look at
+  for (;;) {
+    int64_t row = -1;  // the lowest row any thread has left
+    for (std::size_t u = 0; u < grads.size(); ++u) {
+      if (grads[u]->empty()) continue;
+      const std::vector<int64_t>& rows = grads[u]->sparse().rows;
+      while (next[u] < rows.size() && static_cast<std::size_t>(rows[next[u]]) % threads != me) ++next[u];
+      if (next[u] < rows.size() && (row < 0 || rows[next[u]] < row)) row = rows[next[u]];
+      // The table's rows are scattered: ask for one a few rows ahead, so the reads overlap.
+      if (next[u] + 4 * threads < rows.size()) __builtin_prefetch(table + rows[next[u] + 4 * threads] * dim);
+    }
+    if (row < 0) return;
+    std::size_t n = 0;  // the threads' gradient rows for `row`, in thread order
+    for (std::size_t u = 0; u < grads.size(); ++u) {
+      if (grads[u]->empty()) continue;
+      const tg::SparseRows& g = grads[u]->sparse();
+      if (next[u] < g.rows.size() && g.rows[next[u]] == row) from[n++] = g.values.data() + next[u]++ * dim;
+    }
+    float* p = table + static_cast<std::size_t>(row) * dim;
+    if (n == 1) {
+      for (std::size_t d = 0; d < dim; ++d) p[d] -= lr * from[0][d];
+    } else if (n == 2) {
+      for (std::size_t d = 0; d < dim; ++d) p[d] -= lr * (from[0][d] + from[1][d]);
+    } else {
+      std::copy_n(from[0], dim, sum.data());
+      for (std::size_t k = 1; k < n; ++k)
+        for (std::size_t d = 0; d < dim; ++d) sum[d] += from[k][d];
+      for (std::size_t d = 0; d < dim; ++d) p[d] -= lr * sum[d];
+    }
+  }
+}
+
+// One epoch the data-parallel way on `threads` threads, in the batches
+// train_epoch takes and with its rates. SGD only, as Hogwild.
+inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const Corpus& c, std::size_t epoch,
+                                     std::size_t threads, double& done, double planned) {
+  const Options& o = model.options();
+  if (o.adam) throw std::invalid_argument("word2vec: --data-parallel trains with SGD only (not --optim adam)");
+  const std::size_t pool_threads = tg::get_num_threads();
+  tg::set_num_threads(1);  // each thread's ops run on that thread alone
+  const std::size_t dim = o.dim;
+  float* in_table = model.in_weight().value_mut().data();  // one in-place write for the epoch, as Hogwild's
+  float* out_table = model.out_weight().value_mut().data();
+  const std::vector<tg::Tensor> weights{model.in_weight(), model.out_weight()};
+  struct Share {  // what thread t leaves for the others at a meeting
+    std::vector<tg::Grad> grads;  // of the input and the output table
+    std::size_t in_rows = 0, bags = 0;
+    EpochLoss loss;
+  };
+  std::vector<Share> shares(threads);
+  std::vector<std::exception_ptr> errors(threads);
+  std::atomic<bool> failed{false};
+  SpinBarrier meet(threads);
+  const double start = done;
+  const auto work = [&](std::size_t t) {
+    Batch batch;
+    std::vector<const tg::Grad*> in_grads(threads), out_grads(threads);
+    std::vector<std::size_t> next(threads);
+    std::vector<const float*> from(threads);
+    std::vector<float> sum(dim);
+    double trained = start;
+    for (std::size_t first = 0, size = 0; first < c.sentences();) {
+      const std::size_t last = batch_end(c, first, c.sentences(), o.batch, size);
+      const double lr = decayed_lr(o, trained, planned);
+      try {  // this thread's gradients, from its part of the batch
+        const auto [lo, hi] = part_of(c, first, last, size, t, threads);
+        batch.clear();
+        for (std::size_t s = lo; s < hi; ++s) sampler.sentence(c, s, epoch, o, batch);
+        Share& mine = shares[t];
+        mine.grads.assign(2, tg::Grad());
+        mine.in_rows = mine.bags = 0;
+        if (batch.examples() > 0) {
+          Lookup l = model.lookup(batch);
+          mine.in_rows = l.in.size();
+          mine.bags = l.bags.empty() ? l.in.size() : l.bags.size() - 1;
+          tg::Tensor loss = model.loss(std::move(l), model.tables());
+          mine.grads = tg::grad(loss, weights);
+          for (const tg::Grad& g : mine.grads)
+            if (!g.empty() && !g.is_sparse()) throw std::logic_error("word2vec: a table's gradient is not SparseRows");
+          mine.loss.loss += loss.item();
+          mine.loss.examples += batch.examples();
+        }
+      } catch (...) {
+        errors[t] = std::current_exception();
+        failed = true;
+      }
+      meet.arrive_and_wait();
+      if (failed) return;  // every thread leaves after the same meeting
+      // The rows this thread owns, from every thread's gradients (nothing here allocates or throws).
+      std::size_t in_rows = 0, bags = 0;
+      for (std::size_t u = 0; u < threads; ++u) {
+        in_rows += shares[u].in_rows, bags += shares[u].bags;
+        in_grads[u] = &shares[u].grads[0];
+        out_grads[u] = &shares[u].grads[1];
+      }
+      // The input table's rate as Model::step's: lr times the batch's mean bag size.
+      const double mean_bag = bags > 0 ? static_cast<double>(in_rows) / static_cast<double>(bags) : 1.0;
+      update_owned_rows(in_table, in_grads, static_cast<float>(lr * mean_bag), dim, t, threads, next, from, sum);
+      update_owned_rows(out_table, out_grads, static_cast<float>(lr), dim, t, threads, next, from, sum);
+      meet.arrive_and_wait();
+      trained += static_cast<double>(size);
+      first = last;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& th : pool) th.join();
+  tg::set_num_threads(pool_threads);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  done = start + static_cast<double>(c.ids.size());
+  EpochLoss r;
+  for (const Share& s : shares) r.loss += s.loss.loss, r.examples += s.loss.examples;
+  return r;
+}
+
 // ------------------------------------------------------------- the .vec file
 
 // word2vec's text format, which gensim's KeyedVectors.load_word2vec_format and

@@ -840,4 +840,27 @@ TEST_SUITE("examples") {
     CHECK(missing.status == 1);
     CHECK(missing.output.find("./scripts/fetch-brown") != std::string::npos);
   }
+
+  TEST_CASE("word2vec --data-parallel on 2 threads: the same vectors every run; refused with Adam or --hogwild") {
+    const std::string program = tg::test::example_path("word2vec");
+    const std::string data = tg::test::source_path("tests/data/brown_sample");
+    const std::string common = " --data " + data + " --min-count 1 --dim 8 --epochs 2 --sample 0 --batch 20";
+    std::vector<w2v::VecFile> runs;
+    for (int run = 0; run < 2; ++run) {
+      const std::string vec =
+          (std::filesystem::temp_directory_path() / ("test_examples_w2v_dp" + std::to_string(run) + ".vec")).string();
+      const auto r = run_command(program + common + " --threads 2 --data-parallel --output " + vec);
+      REQUIRE(r.status == 0);
+      CHECK(r.output.find("2 threads (data parallel)") != std::string::npos);
+      runs.push_back(w2v::read_vec(vec));
+      std::filesystem::remove(vec);
+    }
+    CHECK(runs[0].vectors == runs[1].vectors);
+    const auto adam = run_command(program + common + " --threads 2 --data-parallel --optim adam");
+    CHECK(adam.status == 1);
+    CHECK(adam.output.find("--data-parallel trains with SGD only") != std::string::npos);
+    const auto both = run_command(program + common + " --threads 2 --data-parallel --hogwild");
+    CHECK(both.status == 1);
+    CHECK(both.output.find("--hogwild or --data-parallel, not both") != std::string::npos);
+  }
 }

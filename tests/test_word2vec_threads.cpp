@@ -146,3 +146,65 @@ TEST_CASE("Hogwild trains with SGD only") {
   o.adam = true;
   CHECK_THROWS_WITH_AS(run_hogwild(2, o), doctest::Contains("SGD only"), std::invalid_argument);
 }
+
+namespace {
+
+// The same made-up corpus, trained for `epochs` the data-parallel way on
+// `threads` threads; both tables after it, and each epoch's mean loss.
+std::pair<std::vector<std::vector<float>>, std::vector<double>> run_data_parallel(std::size_t threads,
+                                                                                  const w2v::Options& o) {
+  const std::vector<tg::data::Sentence> sentences = made_up_sentences();
+  const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
+  const w2v::Corpus corpus = w2v::encode(sentences, vocab);
+  const w2v::Sampler sampler(vocab, o);
+  w2v::Model model(vocab, o);
+  const double planned = static_cast<double>(o.epochs * corpus.ids.size());
+  double done = 0;
+  std::vector<double> loss;
+  for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch) {
+    const w2v::EpochLoss l = w2v::data_parallel_epoch(model, sampler, corpus, epoch, threads, done, planned);
+    loss.push_back(l.loss / static_cast<double>(l.examples));
+  }
+  return {{model.in_weight().to_vector(), model.out_weight().to_vector()}, loss};
+}
+
+}  // namespace
+
+TEST_CASE("data-parallel word2vec: one thread takes Model::step's SGD steps, bit for bit") {
+  for (const char* kind : {"skipgram", "cbow", "subwords"}) {
+    CAPTURE(kind);
+    const w2v::Options o = small(kind);
+    const auto [synchronous, loss] = run_hogwild(0, o);  // 0 threads: train_epoch, Model::step
+    const auto [one, one_loss] = run_data_parallel(1, o);
+    CHECK(one == synchronous);
+    CHECK(one_loss == loss);
+  }
+}
+
+// Under ThreadSanitizer (./scripts/test --threads) this is also the check that
+// no thread reads a row while another writes it: the meetings order them.
+TEST_CASE("data-parallel word2vec on 2 and 3 threads: the same bits every run, a falling loss") {
+  for (const char* kind : {"skipgram", "cbow", "subwords"}) {
+    CAPTURE(kind);
+    const w2v::Options o = small(kind);
+    const std::vector<double> loss = run_hogwild(0, o).second;
+    for (std::size_t threads : {2, 3}) {
+      CAPTURE(threads);
+      const std::size_t pool = tg::get_num_threads();
+      const auto [tables, dp_loss] = run_data_parallel(threads, o);
+      CHECK(tg::get_num_threads() == pool);  // the pool's size is put back
+      CHECK(run_data_parallel(threads, o).first == tables);
+      // The same steps as one thread's, each row's gradient summed in another
+      // order: the same training up to rounding.
+      REQUIRE(dp_loss.size() == loss.size());
+      for (std::size_t e = 0; e < loss.size(); ++e) CHECK(dp_loss[e] == doctest::Approx(loss[e]).epsilon(1e-3));
+      for (std::size_t e = 1; e < dp_loss.size(); ++e) CHECK(dp_loss[e] < dp_loss[e - 1]);
+    }
+  }
+}
+
+TEST_CASE("data-parallel word2vec trains with SGD only") {
+  w2v::Options o = small("skipgram");
+  o.adam = true;
+  CHECK_THROWS_WITH_AS(run_data_parallel(2, o), doctest::Contains("SGD only"), std::invalid_argument);
+}
