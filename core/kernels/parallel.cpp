@@ -55,6 +55,8 @@ class Pool {
 
   void resize(std::size_t threads) {
     stop_workers();
+    spin_ = threads <= std::max(1u, std::thread::hardware_concurrency()) ? std::chrono::microseconds(200)
+                                                                        : std::chrono::microseconds(50);
     // A new worker waits for the next job, not the last one.
     for (std::size_t w = 0; w + 1 < threads; ++w)
       workers_.emplace_back([this, w, seen = generation_.load()] { work(w + 1, seen); });
@@ -120,10 +122,12 @@ class Pool {
   // A training step runs its loops a few hundred microseconds apart, and
   // waking a thread that sleeps on a condition variable takes tens of them:
   // so a worker waiting for the next job, and the caller waiting for the
-  // chunks, first watch for it for up to 50 microseconds, then sleep.
+  // chunks, first watch for it for up to 200 microseconds, then sleep
+  // (OpenMP's runtimes spin in the same way). With more threads than cores
+  // the thread waited for may need this core: then 50 microseconds.
   template <class Pending>
-  static void spin_while(Pending pending) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  void spin_while(Pending pending) const {
+    const auto until = std::chrono::steady_clock::now() + spin_;
     while (pending() && std::chrono::steady_clock::now() < until) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
@@ -143,6 +147,7 @@ class Pool {
   }
 
   std::vector<std::thread> workers_;
+  std::chrono::microseconds spin_{50};  // how long a waiting thread watches before it sleeps (resize())
   std::atomic<std::size_t> size_{1};  // workers_.size() + 1, for get_num_threads() on any thread
   std::mutex mutex_;
   std::condition_variable wake_, done_;
