@@ -55,7 +55,8 @@ CsrBatch to_csr(const std::vector<std::vector<std::int64_t>>& documents, std::in
       sorted[d] = documents[d];
       if (std::ranges::is_sorted(sorted[d])) continue;  // ids files come sorted
       // A byte a pass: two passes for a vocabulary under 65,536 words.
-      kernels::radix_sort<8>(sorted[d], scratch, static_cast<uint64_t>(std::max<std::int64_t>(num_cols - 1, 0)),
+      kernels::radix_sort<8>(sorted[d], scratch,
+                             static_cast<uint64_t>(std::max<std::int64_t>(num_cols - 1, 0)),
                              [](std::int64_t id) { return id; });
     }
   });

@@ -147,7 +147,10 @@ int main(int argc, char** argv) try {
       "%zu epochs, %zu thread%s%s, seed %llu\n",
       o.cbow ? "cbow" : "skipgram", o.subwords ? " with subwords" : "", o.dim, o.window, o.negative, o.sample,
       o.lr, o.adam ? "adam" : "sgd", o.batch, o.epochs, threads, threads == 1 ? "" : "s",
-      hogwild ? " (hogwild)" : data_parallel ? " (data parallel)" : "", static_cast<unsigned long long>(o.seed));
+      hogwild         ? " (hogwild)"
+      : data_parallel ? " (data parallel)"
+                      : "",
+      static_cast<unsigned long long>(o.seed));
   if (o.subwords) std::printf("subwords: %zu- to %zu-grams in %zu buckets\n", o.minn, o.maxn, o.buckets);
 
   // ---- training

@@ -820,9 +820,10 @@ inline std::pair<std::size_t, std::size_t> part_of(const Corpus& c, std::size_t 
 // gradient row r), for the rows r of `grads` that thread `me` of `threads`
 // owns. Each gradient is SparseRows (the tables' layers are sparse) or empty.
 // next and from (one entry per thread) and sum (dim floats) are working space.
-inline void update_owned_rows(float* table, const std::vector<const tg::Grad*>& grads, float lr, std::size_t dim,
-                              std::size_t me, std::size_t threads, std::vector<std::size_t>& next,
-                              std::vector<const float*>& from, std::vector<float>& sum) {
+inline void update_owned_rows(float* table, const std::vector<const tg::Grad*>& grads, float lr,
+                              std::size_t dim, std::size_t me, std::size_t threads,
+                              std::vector<std::size_t>& next, std::vector<const float*>& from,
+                              std::vector<float>& sum) {
   std::fill(next.begin(), next.end(), 0);  // each thread's next row to look at
   for (;;) {
     int64_t row = -1;  // the lowest row any thread has left
@@ -860,14 +861,16 @@ inline void update_owned_rows(float* table, const std::vector<const tg::Grad*>& 
 inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const Corpus& c, std::size_t epoch,
                                      std::size_t threads, double& done, double planned) {
   const Options& o = model.options();
-  if (o.adam) throw std::invalid_argument("word2vec: --data-parallel trains with SGD only (not --optim adam)");
+  if (o.adam)
+    throw std::invalid_argument("word2vec: --data-parallel trains with SGD only (not --optim adam)");
   const std::size_t pool_threads = tg::get_num_threads();
   tg::set_num_threads(1);  // each thread's ops run on that thread alone
   const std::size_t dim = o.dim;
   float* in_table = model.in_weight().value_mut().data();  // one in-place write for the epoch, as Hogwild's
   float* out_table = model.out_weight().value_mut().data();
   const std::vector<tg::Tensor> weights{model.in_weight(), model.out_weight()};
-  struct Share {  // what thread t leaves for the others at a meeting
+  // What thread t leaves for the others at a meeting.
+  struct Share {
     std::vector<tg::Grad> grads;  // of the input and the output table
     std::size_t in_rows = 0, bags = 0;
     EpochLoss loss;
@@ -901,7 +904,8 @@ inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const
           tg::Tensor loss = model.loss(std::move(l), model.tables());
           mine.grads = tg::grad(loss, weights);
           for (const tg::Grad& g : mine.grads)
-            if (!g.empty() && !g.is_sparse()) throw std::logic_error("word2vec: a table's gradient is not SparseRows");
+            if (!g.empty() && !g.is_sparse())
+              throw std::logic_error("word2vec: a table's gradient is not SparseRows");
           mine.loss.loss += loss.item();
           mine.loss.examples += batch.examples();
         }
@@ -920,7 +924,8 @@ inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const
       }
       // The input table's rate as Model::step's: lr times the batch's mean bag size.
       const double mean_bag = bags > 0 ? static_cast<double>(in_rows) / static_cast<double>(bags) : 1.0;
-      update_owned_rows(in_table, in_grads, static_cast<float>(lr * mean_bag), dim, t, threads, next, from, sum);
+      update_owned_rows(in_table, in_grads, static_cast<float>(lr * mean_bag), dim, t, threads, next, from,
+                        sum);
       update_owned_rows(out_table, out_grads, static_cast<float>(lr), dim, t, threads, next, from, sum);
       meet.arrive_and_wait();
       trained += static_cast<double>(size);

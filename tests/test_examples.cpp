@@ -841,14 +841,16 @@ TEST_SUITE("examples") {
     CHECK(missing.output.find("./scripts/fetch-brown") != std::string::npos);
   }
 
-  TEST_CASE("word2vec --data-parallel on 2 threads: the same vectors every run; refused with Adam or --hogwild") {
+  TEST_CASE(
+      "word2vec --data-parallel on 2 threads: the same vectors every run; refused with Adam or --hogwild") {
     const std::string program = tg::test::example_path("word2vec");
     const std::string data = tg::test::source_path("tests/data/brown_sample");
     const std::string common = " --data " + data + " --min-count 1 --dim 8 --epochs 2 --sample 0 --batch 20";
     std::vector<w2v::VecFile> runs;
     for (int run = 0; run < 2; ++run) {
       const std::string vec =
-          (std::filesystem::temp_directory_path() / ("test_examples_w2v_dp" + std::to_string(run) + ".vec")).string();
+          (std::filesystem::temp_directory_path() / ("test_examples_w2v_dp" + std::to_string(run) + ".vec"))
+              .string();
       const auto r = run_command(program + common + " --threads 2 --data-parallel --output " + vec);
       REQUIRE(r.status == 0);
       CHECK(r.output.find("2 threads (data parallel)") != std::string::npos);

@@ -46,13 +46,15 @@ std::set<std::string> includes_of(const std::string& path) {
 }  // namespace
 
 TEST_SUITE("headers") {
-  TEST_CASE("the engine (core/tensor, core/tape, core/grad) includes no op, inspector, file-format or thread-pool header") {
+  TEST_CASE(
+      "the engine (core/tensor, core/tape, core/grad) includes no op, inspector, file-format or thread-pool "
+      "header") {
     // What it may reach, directly or through another header: the values, the
     // gradient slot's rows, the checks and guards, and the one kernel it calls
     // (kernels/reduce: un-broadcasting a gradient). docs/engine.md says so.
-    const std::set<std::string> allowed{"core/array.hpp",       "core/check.hpp",  "core/grad.hpp",
+    const std::set<std::string> allowed{"core/array.hpp",          "core/check.hpp",  "core/grad.hpp",
                                         "core/kernels/reduce.hpp", "core/scoped.hpp", "core/sparse_rows.hpp",
-                                        "core/tape.hpp",        "core/tensor.hpp"};
+                                        "core/tape.hpp",           "core/tensor.hpp"};
     for (const std::string file : {"core/tensor.hpp", "core/tensor.cpp", "core/tape.hpp", "core/tape.cpp",
                                    "core/grad.hpp", "core/grad.cpp"}) {
       const std::set<std::string> reached = includes_of(file);

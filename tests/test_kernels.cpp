@@ -17,9 +17,9 @@
 
 #include <tapegrad/tapegrad.hpp>
 
+#include "../core/kernels/elementwise.hpp"
 #include "../core/kernels/fast_math.hpp"
 #include "../core/kernels/loop.hpp"
-#include "../core/kernels/elementwise.hpp"
 #include "../core/kernels/radix_sort.hpp"
 #include "../core/kernels/reduce.hpp"
 #include "helpers.hpp"

@@ -197,7 +197,8 @@ TEST_CASE("data-parallel word2vec on 2 and 3 threads: the same bits every run, a
       // The same steps as one thread's, each row's gradient summed in another
       // order: the same training up to rounding.
       REQUIRE(dp_loss.size() == loss.size());
-      for (std::size_t e = 0; e < loss.size(); ++e) CHECK(dp_loss[e] == doctest::Approx(loss[e]).epsilon(1e-3));
+      for (std::size_t e = 0; e < loss.size(); ++e)
+        CHECK(dp_loss[e] == doctest::Approx(loss[e]).epsilon(1e-3));
       for (std::size_t e = 1; e < dp_loss.size(); ++e) CHECK(dp_loss[e] < dp_loss[e - 1]);
     }
   }

@@ -56,7 +56,7 @@ class Pool {
   void resize(std::size_t threads) {
     stop_workers();
     spin_ = threads <= std::max(1u, std::thread::hardware_concurrency()) ? std::chrono::microseconds(200)
-                                                                        : std::chrono::microseconds(50);
+                                                                         : std::chrono::microseconds(50);
     // A new worker waits for the next job, not the last one.
     for (std::size_t w = 0; w + 1 < threads; ++w)
       workers_.emplace_back([this, w, seen = generation_.load()] { work(w + 1, seen); });
