@@ -562,6 +562,37 @@ inline EpochLoss train_epoch(Model& model, const Sampler& sampler, const Corpus&
   return r;
 }
 
+// Runs work(0) on this thread and work(1) ... work(threads - 1) on threads
+// of their own, with the thread pool at one thread meanwhile (each thread's
+// ops run on that thread alone; the pool's size is put back after), and waits
+// for all of them. Then rethrows the first exception a thread threw.
+template <class Work>
+void run_on_threads(std::size_t threads, const Work& work) {
+  const std::size_t pool_threads = tg::get_num_threads();
+  tg::set_num_threads(1);
+  std::vector<std::exception_ptr> errors(threads);
+  const auto guarded = [&](std::size_t t) {
+    try {
+      work(t);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(guarded, t);
+  guarded(0);
+  for (std::thread& th : pool) th.join();
+  tg::set_num_threads(pool_threads);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+inline EpochLoss sum_of(const std::vector<EpochLoss>& parts) {
+  EpochLoss r;
+  for (const EpochLoss& p : parts) r.loss += p.loss, r.examples += p.examples;
+  return r;
+}
+
 // Hogwild (Recht et al. 2011), as fastText and word2vec train on several
 // threads: each thread takes its own run of sentences and adds its updates to
 // the shared tables at once, with no meeting between the threads. fastText and
@@ -720,46 +751,29 @@ inline EpochLoss hogwild_epoch(Model& model, const Sampler& sampler, const Corpu
                                std::size_t threads, double& done, double planned) {
   const Options& o = model.options();
   if (o.adam) throw std::invalid_argument("word2vec: --hogwild trains with SGD only (not --optim adam)");
-  // Each worker's ops run on its own thread alone (the pool's size is put back after).
-  const std::size_t pool_threads = tg::get_num_threads();
-  tg::set_num_threads(1);
   SharedTable in{model.in_weight().value_mut().data(), model.in_weight().shape()[0], {}};
   SharedTable out{model.out_weight().value_mut().data(), model.out_weight().shape()[0], {}};
   std::atomic<uint64_t> words{0};
   std::vector<EpochLoss> parts(threads);
-  std::vector<std::exception_ptr> errors(threads);
   const double start = done;
-  const auto work = [&](std::size_t t) {
-    try {
-      HogwildWorker worker(model, in, out);
-      const std::size_t end = c.sentences() * (t + 1) / threads;
-      Batch batch;
-      for (std::size_t first = c.sentences() * t / threads, size = 0; first < end;) {
-        const std::size_t last = batch_end(c, first, end, o.batch, size);
-        batch.clear();
-        for (std::size_t s = first; s < last; ++s) sampler.sentence(c, s, epoch, o, batch);
-        const double lr =
-            decayed_lr(o, start + static_cast<double>(words.load(std::memory_order_relaxed)), planned);
-        parts[t].loss += worker.step(batch, lr);
-        parts[t].examples += batch.examples();
-        words.fetch_add(size, std::memory_order_relaxed);
-        first = last;
-      }
-    } catch (...) {
-      errors[t] = std::current_exception();
+  run_on_threads(threads, [&](std::size_t t) {
+    HogwildWorker worker(model, in, out);
+    const std::size_t end = c.sentences() * (t + 1) / threads;
+    Batch batch;
+    for (std::size_t first = c.sentences() * t / threads, size = 0; first < end;) {
+      const std::size_t last = batch_end(c, first, end, o.batch, size);
+      batch.clear();
+      for (std::size_t s = first; s < last; ++s) sampler.sentence(c, s, epoch, o, batch);
+      const double lr =
+          decayed_lr(o, start + static_cast<double>(words.load(std::memory_order_relaxed)), planned);
+      parts[t].loss += worker.step(batch, lr);
+      parts[t].examples += batch.examples();
+      words.fetch_add(size, std::memory_order_relaxed);
+      first = last;
     }
-  };
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (std::thread& th : pool) th.join();
-  tg::set_num_threads(pool_threads);
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  });
   done = start + static_cast<double>(words.load());
-  EpochLoss r;
-  for (const EpochLoss& p : parts) r.loss += p.loss, r.examples += p.examples;
-  return r;
+  return sum_of(parts);
 }
 
 // Data parallelism (--data-parallel), synchronous as PyTorch's
@@ -863,8 +877,6 @@ inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const
   const Options& o = model.options();
   if (o.adam)
     throw std::invalid_argument("word2vec: --data-parallel trains with SGD only (not --optim adam)");
-  const std::size_t pool_threads = tg::get_num_threads();
-  tg::set_num_threads(1);  // each thread's ops run on that thread alone
   const std::size_t dim = o.dim;
   float* in_table = model.in_weight().value_mut().data();  // one in-place write for the epoch, as Hogwild's
   float* out_table = model.out_weight().value_mut().data();
@@ -873,23 +885,31 @@ inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const
   struct Share {
     std::vector<tg::Grad> grads;  // of the input and the output table
     std::size_t in_rows = 0, bags = 0;
-    EpochLoss loss;
   };
+  // Thread t's working space, made here: a thread that failed to make its own
+  // would leave the others waiting at the first meeting.
+  struct Scratch {
+    Batch batch;
+    std::vector<const tg::Grad*> in_grads, out_grads;
+    std::vector<std::size_t> next;
+    std::vector<const float*> from;
+    std::vector<float> sum;
+    Scratch(std::size_t threads, std::size_t dim)
+        : in_grads(threads), out_grads(threads), next(threads), from(threads), sum(dim) {}
+  };
+  std::vector<Scratch> scratch(threads, Scratch(threads, dim));
   std::vector<Share> shares(threads);
-  std::vector<std::exception_ptr> errors(threads);
+  std::vector<EpochLoss> parts(threads);
   std::atomic<bool> failed{false};
   SpinBarrier meet(threads);
   const double start = done;
-  const auto work = [&](std::size_t t) {
-    Batch batch;
-    std::vector<const tg::Grad*> in_grads(threads), out_grads(threads);
-    std::vector<std::size_t> next(threads);
-    std::vector<const float*> from(threads);
-    std::vector<float> sum(dim);
+  run_on_threads(threads, [&](std::size_t t) {
+    auto& [batch, in_grads, out_grads, next, from, sum] = scratch[t];
     double trained = start;
     for (std::size_t first = 0, size = 0; first < c.sentences();) {
       const std::size_t last = batch_end(c, first, c.sentences(), o.batch, size);
       const double lr = decayed_lr(o, trained, planned);
+      std::exception_ptr error;
       try {  // this thread's gradients, from its part of the batch
         const auto [lo, hi] = part_of(c, first, last, size, t, threads);
         batch.clear();
@@ -906,15 +926,16 @@ inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const
           for (const tg::Grad& g : mine.grads)
             if (!g.empty() && !g.is_sparse())
               throw std::logic_error("word2vec: a table's gradient is not SparseRows");
-          mine.loss.loss += loss.item();
-          mine.loss.examples += batch.examples();
+          parts[t].loss += loss.item();
+          parts[t].examples += batch.examples();
         }
       } catch (...) {
-        errors[t] = std::current_exception();
+        error = std::current_exception();
         failed = true;
       }
       meet.arrive_and_wait();
-      if (failed) return;  // every thread leaves after the same meeting
+      if (error) std::rethrow_exception(error);  // run_on_threads passes it on
+      if (failed) return;                        // every thread leaves after the same meeting
       // The rows this thread owns, from every thread's gradients (nothing here allocates or throws).
       std::size_t in_rows = 0, bags = 0;
       for (std::size_t u = 0; u < threads; ++u) {
@@ -931,18 +952,9 @@ inline EpochLoss data_parallel_epoch(Model& model, const Sampler& sampler, const
       trained += static_cast<double>(size);
       first = last;
     }
-  };
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (std::thread& th : pool) th.join();
-  tg::set_num_threads(pool_threads);
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  });
   done = start + static_cast<double>(c.ids.size());
-  EpochLoss r;
-  for (const Share& s : shares) r.loss += s.loss.loss, r.examples += s.loss.examples;
-  return r;
+  return sum_of(parts);
 }
 
 // ------------------------------------------------------------- the .vec file

@@ -66,11 +66,13 @@ TEST_CASE("word2vec trains the same vectors on 1, 2 and 3 threads") {
 
 namespace {
 
-// The same made-up corpus, trained for `epochs` by Hogwild workers on
-// `threads` threads (0: the synchronous way); both tables after it, and the
-// mean loss of an example in each epoch.
-std::pair<std::vector<std::vector<float>>, std::vector<double>> run_hogwild(std::size_t threads,
-                                                                            const w2v::Options& o) {
+using Tables = std::vector<std::vector<float>>;
+
+// The same made-up corpus, trained for `epochs` by `epoch_of` (one of
+// w2v::train_epoch, hogwild_epoch, data_parallel_epoch, bound to its thread
+// count); both tables after it, and the mean loss of an example in each epoch.
+template <class Epoch>
+std::pair<Tables, std::vector<double>> train(const w2v::Options& o, const Epoch& epoch_of) {
   const std::vector<tg::data::Sentence> sentences = made_up_sentences();
   const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
   const w2v::Corpus corpus = w2v::encode(sentences, vocab);
@@ -80,12 +82,27 @@ std::pair<std::vector<std::vector<float>>, std::vector<double>> run_hogwild(std:
   double done = 0;
   std::vector<double> loss;
   for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch) {
-    const w2v::EpochLoss l = threads
-                                 ? w2v::hogwild_epoch(model, sampler, corpus, epoch, threads, done, planned)
-                                 : w2v::train_epoch(model, sampler, corpus, epoch, done, planned);
+    const w2v::EpochLoss l = epoch_of(model, sampler, corpus, epoch, done, planned);
     loss.push_back(l.loss / static_cast<double>(l.examples));
   }
   return {{model.in_weight().to_vector(), model.out_weight().to_vector()}, loss};
+}
+
+// Hogwild workers on `threads` threads; 0: the synchronous way (Model::step).
+std::pair<Tables, std::vector<double>> run_hogwild(std::size_t threads, const w2v::Options& o) {
+  return train(
+      o, [&](auto& model, auto& sampler, auto& corpus, std::size_t epoch, double& done, double planned) {
+        return threads ? w2v::hogwild_epoch(model, sampler, corpus, epoch, threads, done, planned)
+                       : w2v::train_epoch(model, sampler, corpus, epoch, done, planned);
+      });
+}
+
+// The data-parallel way on `threads` threads.
+std::pair<Tables, std::vector<double>> run_data_parallel(std::size_t threads, const w2v::Options& o) {
+  return train(
+      o, [&](auto& model, auto& sampler, auto& corpus, std::size_t epoch, double& done, double planned) {
+        return w2v::data_parallel_epoch(model, sampler, corpus, epoch, threads, done, planned);
+      });
 }
 
 w2v::Options small(const char* kind) {
@@ -146,29 +163,6 @@ TEST_CASE("Hogwild trains with SGD only") {
   o.adam = true;
   CHECK_THROWS_WITH_AS(run_hogwild(2, o), doctest::Contains("SGD only"), std::invalid_argument);
 }
-
-namespace {
-
-// The same made-up corpus, trained for `epochs` the data-parallel way on
-// `threads` threads; both tables after it, and each epoch's mean loss.
-std::pair<std::vector<std::vector<float>>, std::vector<double>> run_data_parallel(std::size_t threads,
-                                                                                  const w2v::Options& o) {
-  const std::vector<tg::data::Sentence> sentences = made_up_sentences();
-  const w2v::Vocab vocab = w2v::build_vocab(sentences, o.min_count);
-  const w2v::Corpus corpus = w2v::encode(sentences, vocab);
-  const w2v::Sampler sampler(vocab, o);
-  w2v::Model model(vocab, o);
-  const double planned = static_cast<double>(o.epochs * corpus.ids.size());
-  double done = 0;
-  std::vector<double> loss;
-  for (std::size_t epoch = 1; epoch <= o.epochs; ++epoch) {
-    const w2v::EpochLoss l = w2v::data_parallel_epoch(model, sampler, corpus, epoch, threads, done, planned);
-    loss.push_back(l.loss / static_cast<double>(l.examples));
-  }
-  return {{model.in_weight().to_vector(), model.out_weight().to_vector()}, loss};
-}
-
-}  // namespace
 
 TEST_CASE("data-parallel word2vec: one thread takes Model::step's SGD steps, bit for bit") {
   for (const char* kind : {"skipgram", "cbow", "subwords"}) {
