@@ -229,7 +229,7 @@ TEST_SUITE("threads") {
   }
 
   TEST_CASE(
-      "elementwise ops, sums, softmax and layer_norm split across threads: the same bits on 1, 2 and 3") {
+      "elementwise ops, sums, copies, softmax and layer_norm split across threads: the same bits on 1, 2 and 3") {
     // Each element (and each sum) is computed by the same operations in the
     // same order whichever thread holds it: sums are cut into blocks by their
     // length, not by the thread count (core/kernels/).
@@ -242,9 +242,12 @@ TEST_SUITE("threads") {
           tg::softmax(h, -1) + tg::log_softmax(h, 0) + tg::exp(tg::layer_norm(h, {1000}, w, std::nullopt));
       Tensor loss = tg::sum(s) + tg::mean(tg::sum(tg::sigmoid(s), 0)) + tg::mse_loss(tg::relu(s), h);
       loss = loss + tg::sum(tg::transpose(s, 0, 1) * 0.5f);
+      // Copies: add's second input, reshape, tril forward and backward.
+      Tensor c = tg::randn({300, 1000}, gen, true);
+      loss = loss + tg::sum(tg::tril(tg::reshape(s + c, {1000, 300})));
       loss.backward();
-      return std::vector<Array>{s.value(),          loss.value(),       a.grad().dense(),
-                                row.grad().dense(), col.grad().dense(), w.grad().dense()};
+      return std::vector<Array>{s.value(),          loss.value(),       a.grad().dense(), row.grad().dense(),
+                                col.grad().dense(), w.grad().dense(),   c.grad().dense()};
     };
     std::vector<Array> one;
     {

@@ -1,4 +1,4 @@
-// Kernels that move values: permute (tiled), gather and its scatter-add.
+// Kernels that move values: a copy, permute (tiled), gather and its scatter-add.
 #include "copy.hpp"
 
 #include <algorithm>
@@ -6,6 +6,13 @@
 #include "loop.hpp"
 
 namespace tg::kernels {
+
+Array copy(const char* op, const Array& x) {
+  Array y = empty_like(op, x);
+  for_range(x.size(), elementwise_grain,
+            [&](std::size_t lo, std::size_t hi) { std::copy_n(x.data() + lo, hi - lo, y.data() + lo); });
+  return y;
+}
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Kernels that move values without arithmetic: dims reordered (permute,
+// Kernels that move values without arithmetic: a copy, dims reordered (permute,
 // transpose), and elements picked by an index (gather) or added back to where
 // they were picked from (its backward).
 #pragma once
@@ -9,6 +9,10 @@
 #include "../array.hpp"
 
 namespace tg::kernels {
+
+// A copy of x (large arrays copied by every thread of the pool, each its own
+// range). What `Array y = x;` does, which copies on one thread.
+Array copy(const char* op, const Array& x);
 
 // x with its dims reordered: the output's dim i is x's dim perm[i].
 Array permute(const char* op, const Array& x, const std::vector<std::size_t>& perm);

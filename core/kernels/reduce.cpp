@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "copy.hpp"
 #include "dispatch.hpp"
 #include "parallel.hpp"
 #include "loop.hpp"
@@ -145,7 +146,7 @@ Array sum_over(const char* op, const Array& x, std::vector<std::size_t> axes, bo
 }
 
 Array sum_to_shape(const Array& g, std::span<const std::size_t> shape) {
-  if (std::equal(g.shape().begin(), g.shape().end(), shape.begin(), shape.end())) return g;
+  if (std::equal(g.shape().begin(), g.shape().end(), shape.begin(), shape.end())) return copy("sum_to_shape", g);
   const std::size_t lead = g.dimension() - shape.size();
   std::vector<bool> summed(g.dimension());
   bool any = false;
@@ -153,7 +154,7 @@ Array sum_to_shape(const Array& g, std::span<const std::size_t> shape) {
     summed[d] = d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1);
     any = any || summed[d];
   }
-  if (!any) return g;
+  if (!any) return copy("sum_to_shape", g);
   Array r = sum_marked("sum_to_shape", g, summed);
   r.reshape(Shape(shape.begin(), shape.end()));
   return r;

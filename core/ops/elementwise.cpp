@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "../check.hpp"
+#include "../kernels/copy.hpp"
 #include "../kernels/elementwise.hpp"
 #include "../kernels/reduce.hpp"
 #include "../tape.hpp"
@@ -304,11 +305,11 @@ static Tensor triangle(const char* op, const Tensor& a, int64_t diagonal, bool l
     throw std::invalid_argument(
         message(op, ": needs a tensor of 2 or more dims (matrices in the last two); got shape ", s));
   const std::size_t rows = s[s.size() - 2], cols = s.back();
-  Array out = a.value();
+  Array out = kernels::copy(op, a.value());
   zero_outside_triangle(out.data(), out.size(), rows, cols, diagonal, lower);
   return record(op, std::move(out), {a},
-                [rows, cols, diagonal, lower](const Array& g, const Node&, Grads& d) {
-                  Array ga = g;
+                [op, rows, cols, diagonal, lower](const Array& g, const Node&, Grads& d) {
+                  Array ga = kernels::copy(op, g);
                   zero_outside_triangle(ga.data(), ga.size(), rows, cols, diagonal, lower);
                   d[0] = std::move(ga);
                 });

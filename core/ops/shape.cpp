@@ -48,7 +48,7 @@ Tensor reshape(const Tensor& a, const std::vector<int64_t>& shape) {
   if (known != a.numel())
     throw std::invalid_argument(
         message("reshape: shape ", out_shape, " does not fit the ", a.numel(), " elements of ", a.shape()));
-  Array out = a.value();
+  Array out = kernels::copy("reshape", a.value());
   out.reshape(out_shape);
   return copy_of_view(record("reshape", std::move(out), {a},
                              [](Array&& g, const Node& n, Grads& d) {
