@@ -768,6 +768,24 @@ TEST_SUITE("examples") {
                         (tmp.path / "model.safetensors.missing").string()) != std::string::npos);
   }
 
+  TEST_CASE(
+      "a program written against the previous release's header paths and Grad::add still compiles and works") {
+    // tests/previous_api/moved_headers.cpp includes core/debug.hpp,
+    // core/gradcheck.hpp, core/parallel.hpp and core/safetensors.hpp alone;
+    // tests/consumer/run checks that Grad::add warns with accumulate.
+    TempDir tmp;
+    auto r = run_command(std::string(TAPEGRAD_BUILD_DIR) + "/tests/previous_api_moved_headers " +
+                         tmp.path.string());
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output ==
+          "threads: 2\n"
+          "to_dot names tanh: yes\n"
+          "gradcheck: passed\n"
+          "Grad::add doubled the gradient: yes\n"
+          "the same weights after a reload: yes\n");
+  }
+
   TEST_CASE("the digits and names outputs that README.md and docs/examples.md show are what the programs print") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     MESSAGE("sanitizer build: the outputs are pasted from, and checked against, the release build");

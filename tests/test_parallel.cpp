@@ -330,15 +330,32 @@ TEST_SUITE("threads") {
     }
   }
 
-  TEST_CASE("matmul backward over a broadcast batch: the matrices split, the same bits run to run") {
+  TEST_CASE(
+      "matmul backward over a broadcast batch: the matrices split, the same bits run to run, close across counts") {
     // a's 6 matrices are each read by 5 products; each gets the sum of their
-    // gradients, added in product order whichever thread holds it.
-    auto grads = [] {
-      tg::Generator gen(5);
-      Tensor a = tg::randn({6, 1, 32, 48}, gen, true), b = tg::randn({6, 5, 48, 40}, gen, true);
-      tg::sum(tg::tanh(tg::matmul(a, b))).backward();
+    // gradients, added in product order whichever thread holds it. Across
+    // thread counts each element is held to the rounding bound of its sum
+    // (tg::test::Bound): a's over the 5 products' 40 terms, b's over a's 32 rows.
+    tg::Generator gen(5);
+    const Array av = tg::randn({6, 1, 32, 48}, gen).value(), bv = tg::randn({6, 5, 48, 40}, gen).value(),
+                gz = tg::randn({6, 5, 32, 40}, gen).value();
+    auto grads = [&] {
+      Tensor a(av, true), b(bv, true);
+      tg::matmul(a, b).backward(gz);
       return std::vector<Array>{a.grad().dense(), b.grad().dense()};
     };
+    tg::test::Bound da{std::vector<double>(6 * 32 * 48, 0.0), 5 * 40};  // da[i] = sum_j gz[i, j] b[i, j]^T
+    tg::test::Bound db{std::vector<double>(6 * 5 * 48 * 40, 0.0), 32};  // db[i, j] = a[i]^T gz[i, j]
+    auto mag = [](const Array& x, std::size_t at) { return std::abs(static_cast<double>(x.data()[at])); };
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t j = 0; j < 5; ++j)
+        for (std::size_t r = 0; r < 32; ++r)
+          for (std::size_t c = 0; c < 48; ++c)
+            for (std::size_t t = 0; t < 40; ++t) {
+              const std::size_t g_at = ((i * 5 + j) * 32 + r) * 40 + t;
+              da.magnitude[(i * 32 + r) * 48 + c] += mag(gz, g_at) * mag(bv, ((i * 5 + j) * 48 + c) * 40 + t);
+              db.magnitude[((i * 5 + j) * 48 + c) * 40 + t] += mag(av, (i * 32 + r) * 48 + c) * mag(gz, g_at);
+            }
     std::vector<Array> one;
     {
       Threads threads(1);
@@ -353,21 +370,56 @@ TEST_SUITE("threads") {
       for (std::size_t i = 0; i < one.size(); ++i) {
         CAPTURE(i);
         CHECK(same_bits(first[i], second[i]));
-        CHECK_ALLCLOSE(first[i], one[i], 1e-4, 1e-4);
+        CHECK_PRODUCT_CLOSE(first[i], one[i], i == 0 ? da : db);
       }
     }
   }
 
   TEST_CASE("conv2d splits its images across threads: the same bits run to run, close across counts") {
     // Each chunk of images sums its own weight and bias gradients; the chunks'
-    // sums are added in image order.
-    auto run = [] {
-      tg::Generator gen(9);
-      tg::nn::Conv2d conv(4, 6, 3, {.padding = 1}, gen);
-      Tensor x = tg::randn({12, 4, 10, 10}, gen, true);
-      tg::sum(tg::tanh(conv(x))).backward();
-      return std::vector<Array>{conv(x).value(), x.grad().dense(), conv.weight.grad().dense(), conv.bias->grad().dense()};
+    // sums are added in image order. Across thread counts each element is held
+    // to the rounding bound of its sum (tg::test::Bound), from the im2col
+    // columns (tg::unfold) of x: y = W cols + b over 4 * 9 terms and the bias;
+    // dW = gy cols^T and db = gy 1 over 12 images' 100 positions; dx = fold(W^T
+    // gy), at most 9 window positions of 6 channels, its magnitudes folded by
+    // unfold's own backward.
+    const std::size_t n_img = 12, c_in = 4, c_out = 6, ck = c_in * 9, l_pos = 100;
+    tg::Generator gen(9);
+    tg::nn::Conv2d conv(4, 6, 3, {.padding = 1}, gen);
+    const Array xv = tg::randn({n_img, c_in, 10, 10}, gen).value(), gy = tg::randn({n_img, c_out, 10, 10}, gen).value();
+    auto run = [&] {
+      conv.zero_grad();
+      Tensor x(xv, true);
+      Tensor y = conv(x);
+      y.backward(gy);
+      return std::vector<Array>{y.value(), x.grad().dense(), conv.weight.grad().dense(), conv.bias->grad().dense()};
     };
+    const Array cols = tg::unfold(Tensor(xv), 3, {.padding = 1}).value();  // [12, 36, 100]
+    const Array& w = conv.weight.value();                                    // [6, 4, 3, 3]: [6, 36]
+    const Array& bias = conv.bias->value();
+    auto mag = [](const Array& a, std::size_t at) { return std::abs(static_cast<double>(a.data()[at])); };
+    tg::test::Bound y_bound{std::vector<double>(n_img * c_out * l_pos, 0.0), ck + 1};
+    tg::test::Bound dw_bound{std::vector<double>(c_out * ck, 0.0), n_img * l_pos};
+    tg::test::Bound db_bound{std::vector<double>(c_out, 0.0), n_img * l_pos};
+    Array dcols = xt::zeros<float>({n_img, ck, l_pos});  // sum_o |W[o, k]| |gy[n, o, l]|
+    for (std::size_t n = 0; n < n_img; ++n)
+      for (std::size_t o = 0; o < c_out; ++o)
+        for (std::size_t l = 0; l < l_pos; ++l) {
+          const std::size_t y_at = (n * c_out + o) * l_pos + l;
+          y_bound.magnitude[y_at] += mag(bias, o);
+          db_bound.magnitude[o] += mag(gy, y_at);
+          for (std::size_t k = 0; k < ck; ++k) {
+            const std::size_t col_at = (n * ck + k) * l_pos + l;
+            y_bound.magnitude[y_at] += mag(w, o * ck + k) * mag(cols, col_at);
+            dw_bound.magnitude[o * ck + k] += mag(gy, y_at) * mag(cols, col_at);
+            dcols.data()[col_at] += static_cast<float>(mag(w, o * ck + k) * mag(gy, y_at));
+          }
+        }
+    Tensor folded(xt::zeros<float>({n_img, c_in, std::size_t{10}, std::size_t{10}}), true);
+    tg::unfold(folded, 3, {.padding = 1}).backward(dcols);
+    const Array& dx_mag = folded.grad().dense();
+    tg::test::Bound dx_bound{std::vector<double>(dx_mag.begin(), dx_mag.end()), 9 * c_out};
+    const std::vector<tg::test::Bound> bounds = {y_bound, dx_bound, dw_bound, db_bound};
     std::vector<Array> one;
     {
       Threads threads(1);
@@ -382,7 +434,7 @@ TEST_SUITE("threads") {
       for (std::size_t i = 0; i < one.size(); ++i) {
         CAPTURE(i);
         CHECK(same_bits(first[i], second[i]));
-        CHECK_ALLCLOSE(first[i], one[i], 1e-4, 1e-4);
+        CHECK_PRODUCT_CLOSE(first[i], one[i], bounds[i]);
       }
     }
   }
