@@ -665,9 +665,9 @@ TEST_SUITE("learn") {
     REQUIRE(!build.empty());
     REQUIRE(!commands.empty());
 
-    // The debug library of the recipe above (the same directory), the program
-    // in a directory of its own, each command as written with build-debug
-    // pointing there.
+    // The debug library of the recipe above (the same directory) is the
+    // program's build-debug: a directory of the test's own holds my_net.cpp and
+    // a link named build-debug to it, and every command runs there as written.
     const std::string lib = std::string(TAPEGRAD_BUILD_DIR) + "/gdb-recipe";
     const fs::path dir = temp_file("own-program");
     fs::create_directories(dir);
@@ -677,19 +677,16 @@ TEST_SUITE("learn") {
       INFO(setup.output);
       REQUIRE(setup.status == 0);
     }
-    std::string gdb_line;
+    fs::create_directory_symlink(lib, dir / "build-debug");
+    std::string gdb_line, compile_line;
     for (const std::string& line : lines_of(build)) {
-      std::string command = line;
-      for (std::size_t at; (at = command.find("build-debug")) != std::string::npos;)
-        command.replace(at, std::string("build-debug").size(), "'" + lib + "'");
       if (line.rfind("gdb ", 0) == 0) {
-        gdb_line = command;
+        gdb_line = line;
         continue;
       }
-      // ninja runs in the repository (its -C is absolute now), g++ where my_net.cpp is
-      const bool compile = line.rfind("g++ ", 0) == 0;
-      const Result step = run("cd '" + (compile ? dir.string() : tg::test::source_path("")) + "' && " + command);
-      INFO(command);
+      if (line.rfind("g++ ", 0) == 0) compile_line = line;
+      const Result step = run("cd '" + dir.string() + "' && " + line);
+      INFO(line);
       INFO(step.output);
       REQUIRE(step.status == 0);
     }
@@ -700,7 +697,6 @@ TEST_SUITE("learn") {
     std::ofstream(dir / "commands.gdb") << commands;
     const Result r = run("cd '" + dir.string() + "' && env -u LD_LIBRARY_PATH gdb -batch -nx -x commands.gdb " +
                          gdb_line.substr(std::string("gdb ").size()));
-    fs::remove_all(dir);
     INFO(r.output);
     CHECK(r.status == 0);
     // The first step is h * h's, with the seed; the second tanh's, with 2 h.
@@ -715,5 +711,41 @@ TEST_SUITE("learn") {
     CHECK(r.output.find("$5 = Tensor \"w\" [1, 2] requires_grad = [[0.5, -1]], grad None") != std::string::npos);
     std::snprintf(value, sizeof value, "$6 = Tensor [] requires_grad = %g, grad_fn=<tanh>, grad None\n", h);
     CHECK(r.output.find(value) != std::string::npos);
+
+    // Gradients of both kinds, through the same commands: a program compiled
+    // as my_net was, stopped after its backward pass.
+    std::ofstream(dir / "rows.cpp") << R"(#include <tapegrad/tapegrad.hpp>
+int main() {
+  tg::Generator gen(0);
+  tg::nn::EmbeddingOptions options;
+  options.sparse = true;
+  tg::nn::Embedding emb(6, 3, options, gen);
+  tg::Tensor w = tg::Tensor({{0.5f, -1.0f}}, true).set_name("w");
+  const tg::Indices ids = xt::xarray<int64_t>{3, 1, 3};
+  tg::Tensor loss = tg::sum(emb(ids)) + tg::sum(w * w);
+  loss.backward();
+  const tg::Grad& rows = emb.weight.grad();
+  const tg::Grad& dense = w.grad();
+  const tg::SparseRows& sparse = rows.sparse();
+  return static_cast<int>(sparse.rows.size() + dense.shape().size()) - 4;  // stop here: line 14
+}
+)";
+    std::string rows_line = compile_line;
+    for (std::size_t at; (at = rows_line.find("my_net")) != std::string::npos;) rows_line.replace(at, 6, "rows");
+    const Result built = run("cd '" + dir.string() + "' && " + rows_line);
+    INFO(built.output);
+    REQUIRE(built.status == 0);
+    std::ofstream(dir / "rows.gdb") << "break rows.cpp:14\nrun\np w\np dense\np rows\np sparse\n";
+    std::string rows_gdb = gdb_line;
+    rows_gdb.replace(rows_gdb.find("./my_net"), 8, "./rows");
+    const Result g = run("cd '" + dir.string() + "' && env -u LD_LIBRARY_PATH " + rows_gdb.substr(0, 4) +
+                         "-batch -nx -x rows.gdb " + rows_gdb.substr(4));
+    fs::remove_all(dir);
+    INFO(g.output);
+    CHECK(g.output.find("$1 = Tensor \"w\" [1, 2] requires_grad = [[0.5, -1]], grad dense [1, 2] = [[1, -2]]\n") !=
+          std::string::npos);
+    CHECK(g.output.find("$2 = Grad dense [1, 2] = [[1, -2]]\n") != std::string::npos);
+    CHECK(g.output.find("$3 = Grad sparse rows {1, 3} of 6 x 3 = [[1, 1, 1], [2, 2, 2]]\n") != std::string::npos);
+    CHECK(g.output.find("$4 = rows {1, 3} of 6 x 3 = [[1, 1, 1], [2, 2, 2]]\n") != std::string::npos);
   }
 }
