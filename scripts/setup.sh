@@ -8,9 +8,10 @@ packages=(g++ meson ninja-build pkg-config
           nlohmann-json3-dev doctest-dev python3 python3-numpy gnuplot-nox)
 
 # Optional: tests/test_html.cpp lays out pages with Graphviz and opens them in
-# headless Chromium, and skips (saying so) what is not installed.
+# headless Chromium, tests/test_learn.cpp runs docs/learn.md's gdb recipes, and
+# each skips (saying so) what is not installed.
 # scripts/test installs these when it can, and goes on without them when it cannot.
-optional_packages=(graphviz chromium)
+optional_packages=(graphviz chromium gdb)
 
 # The sanitizer builds (scripts/test --sanitize and --threads, scripts/leakcheck):
 # -O1 with line tables only (-g1) is what the sanitizers' own documentation
