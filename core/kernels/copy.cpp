@@ -22,34 +22,6 @@ namespace {
 // the last dims) x is read across its rows: the rows are then walked in
 // 64 x 64 tiles, which stay in the cache between the strided reads and the
 // contiguous writes (a [4096, 1024] transpose read row after row is 5x slower).
-constexpr std::size_t tile = 64;
-
-// out[r * out_row + c] = x[r + c * step] for r in [r0, r1), c in [c0, c1).
-// In blocks of 8 x 8: eight short reads along x's rows into a block held in
-// registers, then eight writes along out's rows (a [4096, 1024] transpose 1.3x
-// as fast as element by element); the edges that are not a whole block one
-// element at a time.
-void transpose_tile(const float* x, float* out, std::size_t r0, std::size_t r1, std::size_t c0,
-                    std::size_t c1, std::size_t step, std::size_t out_row) {
-  constexpr std::size_t b = 8;
-  auto one_by_one = [&](std::size_t ra, std::size_t rz, std::size_t ca, std::size_t cz) {
-    for (std::size_t r = ra; r < rz; ++r)
-      for (std::size_t c = ca; c < cz; ++c) out[r * out_row + c] = x[r + c * step];
-  };
-  const std::size_t r_end = r0 + (r1 - r0) / b * b, c_end = c0 + (c1 - c0) / b * b;
-  for (std::size_t rb = r0; rb < r_end; rb += b) {
-    for (std::size_t cb = c0; cb < c_end; cb += b) {
-      float block[b][b];
-      for (std::size_t c = 0; c < b; ++c)
-        for (std::size_t r = 0; r < b; ++r) block[c][r] = x[rb + r + (cb + c) * step];
-      for (std::size_t r = 0; r < b; ++r)
-        for (std::size_t c = 0; c < b; ++c) out[(rb + r) * out_row + cb + c] = block[c][r];
-    }
-    one_by_one(rb, rb + b, c_end, c1);
-  }
-  one_by_one(r_end, r1, c0, c1);
-}
-
 void permute_copy(const float* x, float* out, const Shape& in, const std::vector<std::size_t>& perm) {
   const std::size_t rank = in.size();
   std::size_t total = 1;
@@ -86,11 +58,13 @@ void permute_copy(const float* x, float* out, const Shape& in, const std::vector
       else
         for (std::size_t j = 0; j < inner; ++j) out[to + j] = x[from + j * step];
     } else {
+      constexpr std::size_t tile = 64;
       const std::size_t rows_k = shape[k], out_row = out_stride[k];
       for (std::size_t r0 = 0; r0 < rows_k; r0 += tile)
         for (std::size_t c0 = 0; c0 < inner; c0 += tile)
-          transpose_tile(x + from, out + to, r0, std::min(rows_k, r0 + tile), c0, std::min(inner, c0 + tile),
-                         step, out_row);
+          for (std::size_t r = r0; r < std::min(rows_k, r0 + tile); ++r)
+            for (std::size_t c = c0; c < std::min(inner, c0 + tile); ++c)
+              out[to + r * out_row + c] = x[from + r + c * step];
     }
   } while (rows.next());
 }
