@@ -769,7 +769,8 @@ TEST_SUITE("examples") {
   }
 
   TEST_CASE(
-      "a program written against the previous release's header paths and Grad::add still compiles and works") {
+      "a program written against the previous release's header paths and Grad::add still compiles and "
+      "works") {
     // tests/previous_api/moved_headers.cpp includes core/debug.hpp,
     // core/gradcheck.hpp, core/parallel.hpp and core/safetensors.hpp alone;
     // tests/consumer/run checks that Grad::add warns with accumulate.

@@ -695,8 +695,9 @@ TEST_SUITE("learn") {
     INFO(plain.output);
     REQUIRE(plain.status == 0);
     std::ofstream(dir / "commands.gdb") << commands;
-    const Result r = run("cd '" + dir.string() + "' && env -u LD_LIBRARY_PATH gdb -batch -nx -x commands.gdb " +
-                         gdb_line.substr(std::string("gdb ").size()));
+    const Result r =
+        run("cd '" + dir.string() + "' && env -u LD_LIBRARY_PATH gdb -batch -nx -x commands.gdb " +
+            gdb_line.substr(std::string("gdb ").size()));
     INFO(r.output);
     CHECK(r.status == 0);
     // The first step is h * h's, with the seed; the second tanh's, with 2 h.
@@ -731,7 +732,8 @@ int main() {
 }
 )";
     std::string rows_line = compile_line;
-    for (std::size_t at; (at = rows_line.find("my_net")) != std::string::npos;) rows_line.replace(at, 6, "rows");
+    for (std::size_t at; (at = rows_line.find("my_net")) != std::string::npos;)
+      rows_line.replace(at, 6, "rows");
     const Result built = run("cd '" + dir.string() + "' && " + rows_line);
     INFO(built.output);
     REQUIRE(built.status == 0);
@@ -742,10 +744,12 @@ int main() {
                          "-batch -nx -x rows.gdb " + rows_gdb.substr(4));
     fs::remove_all(dir);
     INFO(g.output);
-    CHECK(g.output.find("$1 = Tensor \"w\" [1, 2] requires_grad = [[0.5, -1]], grad dense [1, 2] = [[1, -2]]\n") !=
+    CHECK(g.output.find(
+              "$1 = Tensor \"w\" [1, 2] requires_grad = [[0.5, -1]], grad dense [1, 2] = [[1, -2]]\n") !=
           std::string::npos);
     CHECK(g.output.find("$2 = Grad dense [1, 2] = [[1, -2]]\n") != std::string::npos);
-    CHECK(g.output.find("$3 = Grad sparse rows {1, 3} of 6 x 3 = [[1, 1, 1], [2, 2, 2]]\n") != std::string::npos);
+    CHECK(g.output.find("$3 = Grad sparse rows {1, 3} of 6 x 3 = [[1, 1, 1], [2, 2, 2]]\n") !=
+          std::string::npos);
     CHECK(g.output.find("$4 = rows {1, 3} of 6 x 3 = [[1, 1, 1], [2, 2, 2]]\n") != std::string::npos);
   }
 }

@@ -229,7 +229,8 @@ TEST_SUITE("threads") {
   }
 
   TEST_CASE(
-      "elementwise ops, sums, copies, softmax and layer_norm split across threads: the same bits on 1, 2 and 3") {
+      "elementwise ops, sums, copies, softmax and layer_norm split across threads: the same bits on 1, 2 and "
+      "3") {
     // Each element (and each sum) is computed by the same operations in the
     // same order whichever thread holds it: sums are cut into blocks by their
     // length, not by the thread count (core/kernels/).
@@ -246,8 +247,8 @@ TEST_SUITE("threads") {
       Tensor c = tg::randn({300, 1000}, gen, true);
       loss = loss + tg::sum(tg::tril(tg::reshape(s + c, {1000, 300})));
       loss.backward();
-      return std::vector<Array>{s.value(),          loss.value(),       a.grad().dense(), row.grad().dense(),
-                                col.grad().dense(), w.grad().dense(),   c.grad().dense()};
+      return std::vector<Array>{s.value(),          loss.value(),     a.grad().dense(), row.grad().dense(),
+                                col.grad().dense(), w.grad().dense(), c.grad().dense()};
     };
     std::vector<Array> one;
     {
@@ -331,7 +332,8 @@ TEST_SUITE("threads") {
   }
 
   TEST_CASE(
-      "matmul backward over a broadcast batch: the matrices split, the same bits run to run, close across counts") {
+      "matmul backward over a broadcast batch: the matrices split, the same bits run to run, close across "
+      "counts") {
     // a's 6 matrices are each read by 5 products; each gets the sum of their
     // gradients, added in product order whichever thread holds it. Across
     // thread counts each element is held to the rounding bound of its sum
@@ -386,16 +388,18 @@ TEST_SUITE("threads") {
     const std::size_t n_img = 12, c_in = 4, c_out = 6, ck = c_in * 9, l_pos = 100;
     tg::Generator gen(9);
     tg::nn::Conv2d conv(4, 6, 3, {.padding = 1}, gen);
-    const Array xv = tg::randn({n_img, c_in, 10, 10}, gen).value(), gy = tg::randn({n_img, c_out, 10, 10}, gen).value();
+    const Array xv = tg::randn({n_img, c_in, 10, 10}, gen).value(),
+                gy = tg::randn({n_img, c_out, 10, 10}, gen).value();
     auto run = [&] {
       conv.zero_grad();
       Tensor x(xv, true);
       Tensor y = conv(x);
       y.backward(gy);
-      return std::vector<Array>{y.value(), x.grad().dense(), conv.weight.grad().dense(), conv.bias->grad().dense()};
+      return std::vector<Array>{y.value(), x.grad().dense(), conv.weight.grad().dense(),
+                                conv.bias->grad().dense()};
     };
     const Array cols = tg::unfold(Tensor(xv), 3, {.padding = 1}).value();  // [12, 36, 100]
-    const Array& w = conv.weight.value();                                    // [6, 4, 3, 3]: [6, 36]
+    const Array& w = conv.weight.value();                                  // [6, 4, 3, 3]: [6, 36]
     const Array& bias = conv.bias->value();
     auto mag = [](const Array& a, std::size_t at) { return std::abs(static_cast<double>(a.data()[at])); };
     tg::test::Bound y_bound{std::vector<double>(n_img * c_out * l_pos, 0.0), ck + 1};

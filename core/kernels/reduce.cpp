@@ -6,8 +6,8 @@
 
 #include "copy.hpp"
 #include "dispatch.hpp"
-#include "parallel.hpp"
 #include "loop.hpp"
+#include "parallel.hpp"
 
 namespace tg::kernels {
 
@@ -146,7 +146,8 @@ Array sum_over(const char* op, const Array& x, std::vector<std::size_t> axes, bo
 }
 
 Array sum_to_shape(const Array& g, std::span<const std::size_t> shape) {
-  if (std::equal(g.shape().begin(), g.shape().end(), shape.begin(), shape.end())) return copy("sum_to_shape", g);
+  if (std::equal(g.shape().begin(), g.shape().end(), shape.begin(), shape.end()))
+    return copy("sum_to_shape", g);
   const std::size_t lead = g.dimension() - shape.size();
   std::vector<bool> summed(g.dimension());
   bool any = false;

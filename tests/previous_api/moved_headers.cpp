@@ -10,8 +10,8 @@
 
 #include <tapegrad/core/debug.hpp>
 #include <tapegrad/core/gradcheck.hpp>
-#include <tapegrad/core/parallel.hpp>
 #include <tapegrad/core/ops.hpp>
+#include <tapegrad/core/parallel.hpp>
 #include <tapegrad/core/safetensors.hpp>
 #include <tapegrad/nn/linear.hpp>
 
