@@ -2,10 +2,13 @@
 // each rule worked out with a step's numbers gives the gradient the op's closure produced.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -19,6 +22,129 @@
 namespace {
 
 using tg::Tensor;
+
+// Evaluates the arithmetic a worked rule prints: numbers, + - · /, ² and ^n,
+// parentheses, Iverson brackets [a > b] (also <, =, !=), and exp, log, tanh,
+// sqrt, sigmoid and sign of a parenthesized argument. Returns nothing for text
+// it does not read (names like grad[0, 0], gelu'(x), "max"). Alongside the value
+// it returns the same expression over the numbers' absolute values with every
+// minus a plus: the size the printed digits' rounding scales with.
+class Arithmetic {
+ public:
+  static std::optional<std::pair<double, double>> eval(const std::string& text) {
+    Arithmetic a{text};
+    const auto v = a.expr();
+    a.space();
+    if (!v || a.at_ != text.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  using Value = std::optional<std::pair<double, double>>;  // value, magnitude
+  explicit Arithmetic(const std::string& t) : t_(t) {}
+  const std::string& t_;
+  std::size_t at_ = 0;
+
+  void space() {
+    while (at_ < t_.size() && t_[at_] == ' ') ++at_;
+  }
+  bool take(const std::string& token) {
+    space();
+    if (t_.compare(at_, token.size(), token) != 0) return false;
+    at_ += token.size();
+    return true;
+  }
+  Value expr() {
+    Value v = term();
+    while (v) {
+      if (take("+")) {
+        const Value r = term();
+        if (!r) return std::nullopt;
+        v = {{v->first + r->first, v->second + r->second}};
+      } else if (take("-")) {
+        const Value r = term();
+        if (!r) return std::nullopt;
+        v = {{v->first - r->first, v->second + r->second}};
+      } else {
+        break;
+      }
+    }
+    return v;
+  }
+  Value term() {
+    Value v = factor();
+    while (v) {
+      if (take("\u00b7")) {
+        const Value r = factor();
+        if (!r) return std::nullopt;
+        v = {{v->first * r->first, v->second * r->second}};
+      } else if (take("/")) {
+        const Value r = factor();
+        if (!r || r->first == 0) return std::nullopt;
+        v = {{v->first / r->first, v->second / std::abs(r->first)}};
+      } else {
+        break;
+      }
+    }
+    return v;
+  }
+  Value factor() {
+    if (take("-")) {
+      const Value v = factor();
+      return v ? Value{{-v->first, v->second}} : std::nullopt;
+    }
+    Value v = primary();
+    if (v && take("\u00b2")) v = {{v->first * v->first, v->second * v->second}};
+    if (v && take("^")) {
+      const Value n = primary();
+      if (!n) return std::nullopt;
+      v = {{std::pow(v->first, n->first), std::pow(v->second, n->first)}};
+    }
+    return v;
+  }
+  Value primary() {
+    space();
+    if (take("(")) {
+      const Value v = expr();
+      return v && take(")") ? v : std::nullopt;
+    }
+    if (take("[")) {
+      const Value a = expr();
+      std::string op;
+      for (const std::string c : {"!=", "=", ">", "<"})
+        if (take(c)) {
+          op = c;
+          break;
+        }
+      const Value b = a && !op.empty() ? expr() : std::nullopt;
+      if (!b || !take("]")) return std::nullopt;
+      const bool holds = op == "=" ? a->first == b->first : op == "!=" ? a->first != b->first
+                                                       : op == ">"  ? a->first > b->first
+                                                                    : a->first < b->first;
+      return Value{{holds ? 1.0 : 0.0, 1.0}};
+    }
+    for (const auto& [name, f] : std::vector<std::pair<std::string, double (*)(double)>>{
+             {"exp", [](double x) { return std::exp(x); }},
+             {"log", [](double x) { return std::log(x); }},
+             {"tanh", [](double x) { return std::tanh(x); }},
+             {"sqrt", [](double x) { return std::sqrt(x); }},
+             {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
+             {"sign", [](double x) { return static_cast<double>((x > 0) - (x < 0)); }}})
+      if (take(name + "(")) {
+        const Value v = expr();
+        if (!v || !take(")")) return std::nullopt;
+        const double y = f(v->first);
+        return Value{{y, std::abs(y)}};
+      }
+    std::size_t used = 0;
+    if (at_ >= t_.size()) return std::nullopt;
+    auto digit = [&](std::size_t i) { return i < t_.size() && std::isdigit(static_cast<unsigned char>(t_[i])); };
+    if (!digit(at_) && !(t_[at_] == '.' && digit(at_ + 1))) return std::nullopt;
+    const double x = std::stod(t_.substr(at_), &used);
+    at_ += used;
+    return Value{{x, std::abs(x)}};
+  }
+};
 
 // Graphs that record every op there is, on small random inputs. Each returns a loss.
 std::vector<std::pair<std::string, std::function<Tensor(tg::Generator&)>>> graphs() {
@@ -200,7 +326,8 @@ TEST_SUITE("rules") {
   }
 
   TEST_CASE("each rule, worked out with a step's numbers, gives the gradient the op's closure produced") {
-    std::map<std::string, std::size_t> checked;  // op -> elements checked
+    std::map<std::string, std::size_t> checked;    // op -> elements checked
+    std::map<std::string, std::size_t> evaluated;  // op -> steps of arithmetic evaluated
     // Ops whose rule reads back what the tape does not keep (kernel, stride,
     // padding, mode, eps, which optional inputs were given): each of their steps
     // in the graphs above must be worked out.
@@ -248,7 +375,26 @@ TEST_SUITE("rules") {
                 if (cols == 1) {
                   const std::size_t eq = w.text.rfind("= ");
                   const std::string tail = eq == std::string::npos ? w.text : w.text.substr(eq + 2);
-                  CHECK(std::stod(tail) == doctest::Approx(w.value[0]).epsilon(1e-5).scale(1e-6));
+                  const double value = std::stod(tail);
+                  CHECK(value == doctest::Approx(w.value[0]).epsilon(1e-5).scale(1e-6));
+                  // Each step of the arithmetic before it, evaluated from its printed
+                  // numbers, gives that value: the numbers in the rule are the ones
+                  // the value came from. (Past a label: "over its row of 3: ...; ",
+                  // "... that read it (3): ".)
+                  std::string steps = w.text.substr(0, eq == std::string::npos ? 0 : eq);
+                  for (const std::string cut : {"; ", ": "})
+                    if (const std::size_t at = steps.rfind(cut); at != std::string::npos)
+                      steps = steps.substr(at + cut.size());
+                  for (std::size_t from = 0; from <= steps.size();) {
+                    const std::size_t to = std::min(steps.find(" = ", from), steps.size());
+                    const std::string step = steps.substr(from, to - from);
+                    if (const auto v = Arithmetic::eval(step)) {
+                      CAPTURE(step);
+                      CHECK(std::abs(v->first - value) <= 1e-4 * v->second + 1e-5 * std::abs(value) + 1e-6);
+                      ++evaluated[n.op];
+                    }
+                    from = to + 3;
+                  }
                 }
                 ++checked[n.op];
               }
@@ -264,9 +410,22 @@ TEST_SUITE("rules") {
       CHECK(tg::debug::rule_has_numbers(op));
       CHECK(checked[op] > 0);
     }
-    std::size_t total = 0;
+    std::size_t total = 0, steps = 0;
     for (const auto& [op, n] : checked) total += n;
-    MESSAGE(checked.size() << " ops, " << total << " elements worked out and checked");
+    for (const auto& [op, n] : evaluated) steps += n;
+    MESSAGE(checked.size() << " ops, " << total << " elements worked out and checked; " << steps
+                           << " steps of arithmetic in " << evaluated.size() << " ops' rules evaluated");
+    // The rules whose worked numbers are arithmetic (not a copied element or
+    // row) had it evaluated.
+    for (const std::string op : {"mul", "dropout", "where", "masked_fill", "pow", "exp", "log", "tanh", "sigmoid",
+                                 "relu", "abs", "sqrt", "clamp", "maximum", "minimum", "softplus", "log_sigmoid",
+                                 "div", "mul_scalar", "div_scalar", "tril", "triu", "matmul", "linear", "mean",
+                                 "softmax", "log_softmax", "logsumexp", "mse_loss", "nll_loss", "binary_cross_entropy",
+                                 "binary_cross_entropy_with_logits", "layer_norm", "batch_norm", "conv1d", "conv2d",
+                                 "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d"}) {
+      CAPTURE(op);
+      CHECK(evaluated[op] > 0);
+    }
   }
 
   TEST_CASE("backprop_by_hand's tanh step: the rule with 1 - y² for each element") {
