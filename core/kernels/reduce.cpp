@@ -76,7 +76,8 @@ namespace {
 // array of the kept dims' elements. The dims are first merged into runs of
 // summed and kept ones (dims of size 1 dropped). One summed run is one
 // sum_middle pass; several (a [3, 4, 5, 6] gradient summed to [3, 1, 5, 1])
-// are walked once, each value added into its output's running double.
+// are walked once, each value (or, when the last dims are summed, each
+// contiguous row of them, summed in lanes) added into its output's running double.
 Array sum_marked(const char* op, const Array& x, const std::vector<bool>& summed) {
   struct Run {
     std::size_t size;
@@ -115,7 +116,11 @@ Array sum_marked(const char* op, const Array& x, const std::vector<bool>& summed
       }
     }
     sum_middle(x.data(), outer, n, inner, out.data());
-  } else {  // summed runs between kept ones: each value added into its output's double, in order
+  } else {  // summed runs between kept ones: walked once, each value added into its output's double
+    // When the last run is summed, x is rows of that length, each all for one
+    // output: a row is summed in lanes first (block_sum) and added as one value.
+    const std::size_t row = runs.back().summed ? runs.back().size : 1;
+    if (row > 1) runs.pop_back();
     std::vector<std::size_t> out_stride(runs.size(), 0);
     for (std::size_t i = runs.size(), step = 1; i-- > 0;)
       if (!runs[i].summed) {
@@ -125,8 +130,10 @@ Array sum_marked(const char* op, const Array& x, const std::vector<bool>& summed
     std::vector<double> acc(kept, 0.0);
     Shape sizes;
     for (const auto& r : runs) sizes.push_back(r.size);
-    Odometer<1> walk{sizes, {out_stride}};  // walk.at[0]: the output element of x's element i
-    for (std::size_t i = 0; i < x.size(); ++i, walk.next()) acc[walk.at[0]] += static_cast<double>(x.data()[i]);
+    Odometer<1> walk{sizes, {out_stride}};  // walk.at[0]: the output element of x's row r
+    const float* data = x.data();
+    for (std::size_t r = 0; r < x.size() / row; ++r, walk.next())
+      acc[walk.at[0]] += row == 1 ? static_cast<double>(data[r]) : block_sum(data + r * row, row);
     for (std::size_t i = 0; i < kept; ++i) out.data()[i] = static_cast<float>(acc[i]);
   }
   return out;
