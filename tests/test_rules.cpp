@@ -371,7 +371,23 @@ TEST_SUITE("rules") {
                   const double want = share.data()[w.element * cols + c];  // a row's values, or one element
                   CHECK(w.value[c] == doctest::Approx(want).epsilon(1e-4).scale(1));
                 }
-                // The text ends in the value it gives, as the page and the trace print it.
+                // The text ends in the value it gives, as the page and the trace print it:
+                // a row as a list (its first values, when it is long).
+                if (cols > 1) {
+                  const std::size_t open = w.text.rfind('[');
+                  REQUIRE(open != std::string::npos);
+                  std::istringstream list(w.text.substr(open + 1));
+                  std::size_t c = 0;
+                  for (double v; c < cols && list >> v; ++c) {
+                    CHECK(v == doctest::Approx(w.value[c]).epsilon(1e-5).scale(1e-6));
+                    char sep = 0;
+                    if (!(list >> sep) || sep != ',') {
+                      ++c;
+                      break;
+                    }
+                  }
+                  CHECK(c >= std::min<std::size_t>(cols, 3));  // the list was read, not skipped
+                }
                 if (cols == 1) {
                   const std::size_t eq = w.text.rfind("= ");
                   const std::string tail = eq == std::string::npos ? w.text : w.text.substr(eq + 2);
