@@ -118,9 +118,10 @@ class Arithmetic {
         }
       const Value b = a && !op.empty() ? expr() : std::nullopt;
       if (!b || !take("]")) return std::nullopt;
-      const bool holds = op == "=" ? a->first == b->first : op == "!=" ? a->first != b->first
-                                                       : op == ">"  ? a->first > b->first
-                                                                    : a->first < b->first;
+      const bool holds = op == "="    ? a->first == b->first
+                         : op == "!=" ? a->first != b->first
+                         : op == ">"  ? a->first > b->first
+                                      : a->first < b->first;
       return Value{{holds ? 1.0 : 0.0, 1.0}};
     }
     for (const auto& [name, f] : std::vector<std::pair<std::string, double (*)(double)>>{
@@ -138,7 +139,9 @@ class Arithmetic {
       }
     std::size_t used = 0;
     if (at_ >= t_.size()) return std::nullopt;
-    auto digit = [&](std::size_t i) { return i < t_.size() && std::isdigit(static_cast<unsigned char>(t_[i])); };
+    auto digit = [&](std::size_t i) {
+      return i < t_.size() && std::isdigit(static_cast<unsigned char>(t_[i]));
+    };
     if (!digit(at_) && !(t_[at_] == '.' && digit(at_ + 1))) return std::nullopt;
     const double x = std::stod(t_.substr(at_), &used);
     at_ += used;
@@ -433,12 +436,46 @@ TEST_SUITE("rules") {
                            << " steps of arithmetic in " << evaluated.size() << " ops' rules evaluated");
     // The rules whose worked numbers are arithmetic (not a copied element or
     // row) had it evaluated.
-    for (const std::string op : {"mul", "dropout", "where", "masked_fill", "pow", "exp", "log", "tanh", "sigmoid",
-                                 "relu", "abs", "sqrt", "clamp", "maximum", "minimum", "softplus", "log_sigmoid",
-                                 "div", "mul_scalar", "div_scalar", "tril", "triu", "matmul", "linear", "mean",
-                                 "softmax", "log_softmax", "logsumexp", "mse_loss", "nll_loss", "binary_cross_entropy",
-                                 "binary_cross_entropy_with_logits", "layer_norm", "batch_norm", "conv1d", "conv2d",
-                                 "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d"}) {
+    for (const std::string op : {"mul",
+                                 "dropout",
+                                 "where",
+                                 "masked_fill",
+                                 "pow",
+                                 "exp",
+                                 "log",
+                                 "tanh",
+                                 "sigmoid",
+                                 "relu",
+                                 "abs",
+                                 "sqrt",
+                                 "clamp",
+                                 "maximum",
+                                 "minimum",
+                                 "softplus",
+                                 "log_sigmoid",
+                                 "div",
+                                 "mul_scalar",
+                                 "div_scalar",
+                                 "tril",
+                                 "triu",
+                                 "matmul",
+                                 "linear",
+                                 "mean",
+                                 "softmax",
+                                 "log_softmax",
+                                 "logsumexp",
+                                 "mse_loss",
+                                 "nll_loss",
+                                 "binary_cross_entropy",
+                                 "binary_cross_entropy_with_logits",
+                                 "layer_norm",
+                                 "batch_norm",
+                                 "conv1d",
+                                 "conv2d",
+                                 "avg_pool1d",
+                                 "avg_pool2d",
+                                 "adaptive_avg_pool1d",
+                                 "adaptive_avg_pool2d"}) {
       CAPTURE(op);
       CHECK(evaluated[op] > 0);
     }
