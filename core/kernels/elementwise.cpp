@@ -73,8 +73,10 @@ TG_ALSO_FOR_AVX2 void gelu_slopes(const float* x, const float* g, float* dx, std
     }
   } else {  // Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi) the normal density
     for (std::size_t i = 0; i < n; ++i) {
-      const float cdf = 0.5f * (1.0f + detail::erf_fast(x[i] * sqrt1_2));
-      const float pdf = inv_sqrt_2pi * detail::exp_fast(-0.5f * x[i] * x[i]);
+      const float z = x[i] * sqrt1_2;
+      const float e = detail::exp_fast(-z * z);  // exp(-x^2 / 2), for erf(z) and for phi(x)
+      const float cdf = 0.5f * (1.0f + detail::erf_with_exp(z, e));
+      const float pdf = inv_sqrt_2pi * e;
       dx[i] = g[i] * (cdf + x[i] * pdf);
     }
   }

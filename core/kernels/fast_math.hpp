@@ -59,7 +59,9 @@ inline float exp_fast(float x) {
   return er * s1 * s2;
 }
 
-inline float erf_fast(float x) {
+// erf(x), given e = e^(-x^2): GELU's slope needs that exponential anyway (the
+// normal density), and computes it once for both.
+inline float erf_with_exp(float x, float e) {
   const float a = x < 0.0f ? -x : x;
   const float t = 1.0f / (1.0f + 0.3275911f * a);
   float p = 1.061405429f;
@@ -67,8 +69,12 @@ inline float erf_fast(float x) {
   p = p * t + 1.421413741f;
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
-  const float e = 1.0f - p * t * exp_fast(-a * a);  // erf(|x|); NaN stays NaN
-  return x < 0.0f ? -e : e;
+  const float r = 1.0f - p * t * e;  // erf(|x|); NaN stays NaN
+  return x < 0.0f ? -r : r;
+}
+
+inline float erf_fast(float x) {
+  return erf_with_exp(x, exp_fast(-x * x));
 }
 
 inline float log_fast(float x) {
