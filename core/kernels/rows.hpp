@@ -23,9 +23,14 @@ Array softmax_backward(const char* op, const Array& y, const Array& g, std::size
 // Fills mean and rstd (1 / std), one per row, which the backward needs.
 Array layer_norm(const Array& x, std::size_t n, const float* w, const float* b, float eps,
                  std::vector<float>& mean, std::vector<float>& rstd);
-// The input's gradient; `xhat` (if not null, of x's shape) gets the
-// normalised values, which weight's gradient is g * xhat.
+// The input's gradient.
 Array layer_norm_backward(const Array& x, const Array& g, std::size_t n, const float* w,
-                          const std::vector<float>& mean, const std::vector<float>& rstd, Array* xhat);
+                          const std::vector<float>& mean, const std::vector<float>& rstd);
+// Weight's and bias's gradients (n values each; a null one is not wanted),
+// summed over the rows in one pass, without an array of g * xhat:
+// dw[i] = sum_r g[r, i] xhat[r, i] and db[i] = sum_r g[r, i], xhat = (x - mean) * rstd,
+// each column added in double row after row (the engine's column sums, bit for bit).
+void layer_norm_param_grads(const Array& x, const Array& g, std::size_t n, const std::vector<float>& mean,
+                            const std::vector<float>& rstd, float* dw, float* db);
 
 }  // namespace tg::kernels

@@ -44,14 +44,17 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   return record("layer_norm", std::move(y), std::move(inputs),
                 [n, has_w, has_b, mean = std::move(mean), rstd = std::move(rstd)](Array&& g, const Node& node,
                                                                                   Grads& d) {
-                  Array xhat;  // (x - mean) * rstd, kept when weight's gradient needs it
                   const float* w = has_w ? node.input(1).data() : nullptr;
-                  d[0] = kernels::layer_norm_backward(node.input(0), g, n, w, mean, rstd,
-                                                      has_w ? &xhat : nullptr);
-                  if (has_w)
-                    d[1] = kernels::map("layer_norm", g, xhat, [](float g, float xh) { return g * xh; });
-                  if (has_b)
-                    d[has_w ? 2 : 1] = std::move(g);  // dweight and dbias summed over rows by the engine
+                  d[0] = kernels::layer_norm_backward(node.input(0), g, n, w, mean, rstd);
+                  if (!has_w && !has_b) return;
+                  // dweight = sum over rows of g * xhat, dbias = sum over rows of g: one pass.
+                  const auto& ps = node.input_shape(1);
+                  Array dw = has_w ? empty_array("layer_norm", Shape(ps.begin(), ps.end())) : Array();
+                  Array db = has_b ? empty_array("layer_norm", Shape(ps.begin(), ps.end())) : Array();
+                  kernels::layer_norm_param_grads(node.input(0), g, n, mean, rstd, has_w ? dw.data() : nullptr,
+                                                  has_b ? db.data() : nullptr);
+                  if (has_w) d[1] = std::move(dw);
+                  if (has_b) d[has_w ? 2 : 1] = std::move(db);
                 });
 }
 
