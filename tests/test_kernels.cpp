@@ -209,6 +209,33 @@ TEST_SUITE("core") {
     CHECK(tg::detail::tanh_fast(0.0f) == 0.0f);
   }
 
+  TEST_CASE("layer_norm's weight and bias gradients: each column of g * xhat and of g added in double, row by row") {
+    // A plain loop over the rows, with xhat as layer_norm without weight and
+    // bias computes it: the same bits (kernels::layer_norm_param_grads sums
+    // 256 columns at a time, in the same order per column).
+    for (const Shape& shape : {Shape{37, 300}, Shape{4, 9, 513}, Shape{1, 5}, Shape{0, 7}, Shape{3}}) {
+      CAPTURE(tg::shape_str(shape));
+      const std::size_t n = shape.back(), rows = count(shape) / n;
+      const Array xv = values(shape, 11), gv = values(shape, 12);
+      const Array xhat = tg::layer_norm(Tensor(xv), {n}, std::nullopt, std::nullopt, 1e-5f).value();
+      Tensor x(xv, true), w(values({n}, 13), true), b(values({n}, 14), true);
+      tg::layer_norm(x, {n}, w, b, 1e-5f).backward(gv);
+      std::vector<double> dw(n, 0.0), db(n, 0.0);
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t i = 0; i < n; ++i) {
+          dw[i] += static_cast<double>(gv.data()[r * n + i] * xhat.data()[r * n + i]);
+          db[i] += static_cast<double>(gv.data()[r * n + i]);
+        }
+      Array want_w = xt::zeros<float>({n}), want_b = xt::zeros<float>({n});
+      for (std::size_t i = 0; i < n; ++i) {
+        want_w(i) = static_cast<float>(dw[i]);
+        want_b(i) = static_cast<float>(db[i]);
+      }
+      CHECK(same_bits(w.grad().dense(), want_w));
+      CHECK(same_bits(b.grad().dense(), want_b));
+    }
+  }
+
   TEST_CASE("kernels::lane_max passes over NaN; lane_sum and lane_dot add every element once") {
     std::vector<float> x(37);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 11) - 5.0f;
