@@ -7,8 +7,7 @@
 
 namespace tg::kernels {
 
-Array copy(const char* op, const Array& x) {
-  if (x.size() < 2 * elementwise_grain) return x;  // too small to split: xtensor's copy, no pool
+Array copy_on_threads(const char* op, const Array& x) {
   Array y = empty_like(op, x);
   for_range(x.size(), elementwise_grain,
             [&](std::size_t lo, std::size_t hi) { std::copy_n(x.data() + lo, hi - lo, y.data() + lo); });

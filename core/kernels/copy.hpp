@@ -7,12 +7,17 @@
 #include <vector>
 
 #include "../array.hpp"
+#include "loop.hpp"
 
 namespace tg::kernels {
 
-// A copy of x (large arrays copied by every thread of the pool, each its own
-// range). What `Array y = x;` does, which copies on one thread.
-Array copy(const char* op, const Array& x);
+// A copy of x: what `Array y = x;` does, but a large array is copied by every
+// thread of the pool, each its own range (copy_on_threads). Inline, so that a
+// tiny op's copy costs what `Array y = x;` costs.
+Array copy_on_threads(const char* op, const Array& x);
+inline Array copy(const char* op, const Array& x) {
+  return x.size() < 2 * elementwise_grain ? Array(x) : copy_on_threads(op, x);
+}
 
 // x with its dims reordered: the output's dim i is x's dim perm[i].
 Array permute(const char* op, const Array& x, const std::vector<std::size_t>& perm);
