@@ -753,33 +753,26 @@ TEST_SUITE("examples") {
           std::string::npos);
   }
 
-  TEST_CASE(
-      "a program written against the previous release's tg::nn safetensors names still compiles and works") {
-    // tests/previous_api/nn_safetensors.cpp; tests/consumer/run checks that
-    // each old name it uses warns with the new one.
+  TEST_CASE("programs written against the previous release's names and header paths still compile and work") {
+    // tests/previous_api/: nn_safetensors.cpp uses the tg::nn safetensors
+    // names; moved_headers.cpp includes core/debug.hpp, core/gradcheck.hpp,
+    // core/parallel.hpp and core/safetensors.hpp alone and calls Grad::add.
+    // tests/consumer/run checks that each old name warns with the new one.
     TempDir tmp;
-    auto r = run_command(std::string(TAPEGRAD_BUILD_DIR) + "/tests/previous_api_nn_safetensors " +
-                         tmp.path.string());
-    INFO(r.output);
-    REQUIRE(r.status == 0);
-    CHECK(r.output.find("state dict: 2 tensors, the same weights: yes, epoch 3\n") != std::string::npos);
-    CHECK(r.output.find("saved again: 2 tensors\n") != std::string::npos);
-    CHECK(r.output.find("a missing file: SafetensorsError for " +
-                        (tmp.path / "model.safetensors.missing").string()) != std::string::npos);
-  }
-
-  TEST_CASE(
-      "a program written against the previous release's header paths and Grad::add still compiles and "
-      "works") {
-    // tests/previous_api/moved_headers.cpp includes core/debug.hpp,
-    // core/gradcheck.hpp, core/parallel.hpp and core/safetensors.hpp alone;
-    // tests/consumer/run checks that Grad::add warns with accumulate.
-    TempDir tmp;
-    auto r = run_command(std::string(TAPEGRAD_BUILD_DIR) + "/tests/previous_api_moved_headers " +
-                         tmp.path.string());
-    INFO(r.output);
-    REQUIRE(r.status == 0);
-    CHECK(r.output ==
+    auto run_in_tmp = [&](const std::string& program) {
+      auto r = run_command(std::string(TAPEGRAD_BUILD_DIR) + "/tests/previous_api_" + program + " " +
+                           tmp.path.string());
+      INFO(program);
+      INFO(r.output);
+      REQUIRE(r.status == 0);
+      return r.output;
+    };
+    const std::string safetensors = run_in_tmp("nn_safetensors");
+    CHECK(safetensors.find("state dict: 2 tensors, the same weights: yes, epoch 3\n") != std::string::npos);
+    CHECK(safetensors.find("saved again: 2 tensors\n") != std::string::npos);
+    CHECK(safetensors.find("a missing file: SafetensorsError for " +
+                           (tmp.path / "model.safetensors.missing").string()) != std::string::npos);
+    CHECK(run_in_tmp("moved_headers") ==
           "threads: 2\n"
           "to_dot names tanh: yes\n"
           "gradcheck: passed\n"

@@ -54,37 +54,22 @@ class Arithmetic {
     at_ += token.size();
     return true;
   }
-  Value expr() {
+  Value expr() {  // terms joined by + and -
     Value v = term();
-    while (v) {
-      if (take("+")) {
-        const Value r = term();
-        if (!r) return std::nullopt;
-        v = {{v->first + r->first, v->second + r->second}};
-      } else if (take("-")) {
-        const Value r = term();
-        if (!r) return std::nullopt;
-        v = {{v->first - r->first, v->second + r->second}};
-      } else {
-        break;
-      }
+    for (bool plus; v && ((plus = take("+")) || take("-"));) {
+      const Value r = term();
+      if (!r) return std::nullopt;
+      v = {{plus ? v->first + r->first : v->first - r->first, v->second + r->second}};
     }
     return v;
   }
-  Value term() {
+  Value term() {  // factors joined by · and /
     Value v = factor();
-    while (v) {
-      if (take("\u00b7")) {
-        const Value r = factor();
-        if (!r) return std::nullopt;
-        v = {{v->first * r->first, v->second * r->second}};
-      } else if (take("/")) {
-        const Value r = factor();
-        if (!r || r->first == 0) return std::nullopt;
-        v = {{v->first / r->first, v->second / std::abs(r->first)}};
-      } else {
-        break;
-      }
+    for (bool times; v && ((times = take("\u00b7")) || take("/"));) {
+      const Value r = factor();
+      if (!r || (!times && r->first == 0)) return std::nullopt;
+      v = times ? Value{{v->first * r->first, v->second * r->second}}
+                : Value{{v->first / r->first, v->second / std::abs(r->first)}};
     }
     return v;
   }

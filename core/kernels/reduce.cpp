@@ -20,22 +20,13 @@ TG_ALSO_FOR_AVX2 double block_sum(const float* x, std::size_t n) {
   return lane_sum(x, n);
 }
 
-// out[i] = sum over `rows` rows of x (each `cols` long, `stride` apart) of
-// column i, for the columns [lo, hi): the rows are added into a row of
-// doubles, which the compiler vectorizes across the columns.
-TG_ALSO_FOR_AVX2 void column_sums(const float* x, std::size_t rows, std::size_t stride, std::size_t lo,
-                                  std::size_t hi, float* out) {
-  constexpr std::size_t width = 256;  // columns per pass: a row of doubles that stays in L1
-  double acc[width];
-  for (std::size_t c0 = lo; c0 < hi; c0 += width) {
-    const std::size_t w = std::min(width, hi - c0);
-    std::fill_n(acc, w, 0.0);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float* row = x + r * stride + c0;
-      for (std::size_t i = 0; i < w; ++i) acc[i] += static_cast<double>(row[i]);
-    }
-    for (std::size_t i = 0; i < w; ++i) out[c0 + i] = static_cast<float>(acc[i]);
-  }
+// out[i] = sum over `rows` rows of x (`stride` apart) of column i, for the
+// columns [lo, hi).
+TG_ALSO_FOR_AVX2 void sum_columns(const float* x, std::size_t rows, std::size_t stride, std::size_t lo,
+                                 std::size_t hi, float* out) {
+  column_sums<1>(rows, lo, hi, {out}, [x, stride](std::size_t r, std::size_t i) {
+    return std::array<double, 1>{static_cast<double>(x[r * stride + i])};
+  });
 }
 
 }  // namespace
@@ -64,7 +55,7 @@ void sum_middle(const float* x, std::size_t outer, std::size_t n, std::size_t in
         items, grain_for(items, outer * n * inner, elementwise_grain), [&](std::size_t lo, std::size_t hi) {
           for (std::size_t it = lo; it < hi; ++it) {
             const std::size_t o = it / pieces, first = it % pieces * 256;
-            column_sums(x + o * n * inner, n, inner, first, std::min(inner, first + 256), out + o * inner);
+            sum_columns(x + o * n * inner, n, inner, first, std::min(inner, first + 256), out + o * inner);
           }
         });
   }

@@ -11,6 +11,8 @@
 // the shapes, never on the CPU or the thread count, so the bits do not either.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <limits>
 #include <span>
@@ -58,6 +60,30 @@ template <class Term>
   for (std::size_t half = 8; half > 0; half /= 2)
     for (std::size_t j = 0; j < half; ++j) lane[j] = lane[j + half] > lane[j] ? lane[j + half] : lane[j];
   return lane[0];
+}
+
+// Column sums: for the columns [lo, hi), out[k][i] = the sum over rows r of
+// term(r, i)[k] (term returns K doubles: K sums in one pass), added in double
+// row after row. 256 columns at a time: a row of doubles per sum, which stays
+// in L1 while the rows go by and which the compiler vectorizes across the
+// columns. A null out[k] is not written. Inlined, as lane_sum.
+template <std::size_t K, class Term>
+[[gnu::always_inline]] inline void column_sums(std::size_t rows, std::size_t lo, std::size_t hi,
+                                               const std::array<float*, K>& out, Term term) {
+  constexpr std::size_t width = 256;
+  double acc[K][width];
+  for (std::size_t c0 = lo; c0 < hi; c0 += width) {
+    const std::size_t cols = std::min(width, hi - c0);
+    for (std::size_t k = 0; k < K; ++k) std::fill_n(acc[k], cols, 0.0);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t i = 0; i < cols; ++i) {
+        const std::array<double, K> v = term(r, c0 + i);
+        for (std::size_t k = 0; k < K; ++k) acc[k][i] += v[k];
+      }
+    for (std::size_t k = 0; k < K; ++k)
+      if (out[k])
+        for (std::size_t i = 0; i < cols; ++i) out[k][c0 + i] = static_cast<float>(acc[k][i]);
+  }
 }
 
 // Every element of x added up (large arrays split across threads in fixed

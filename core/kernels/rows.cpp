@@ -115,31 +115,15 @@ TG_ALSO_FOR_AVX2 void layer_norm_row_grad(const float* x, const float* w, const 
   for (std::size_t i = 0; i < n; ++i) dx[i] = rstd * (dxhat[i] - mean_d - xhat[i] * mean_dx);
 }
 
-// Columns [lo, hi) of weight's and bias's gradients, 256 at a time: a row
-// of doubles per gradient, which stays in L1 while the rows go by.
+// Columns [lo, hi) of weight's and bias's gradients: g * xhat and g summed
+// over the rows (core/kernels/reduce.hpp's column sums, two in one pass).
 TG_ALSO_FOR_AVX2 void layer_norm_columns(const float* x, const float* g, const float* mean, const float* rstd,
                                          std::size_t rows, std::size_t n, std::size_t lo, std::size_t hi,
                                          float* dw, float* db) {
-  constexpr std::size_t width = 256;
-  double acc_w[width], acc_b[width];
-  for (std::size_t c0 = lo; c0 < hi; c0 += width) {
-    const std::size_t cols = std::min(width, hi - c0);
-    std::fill_n(acc_w, cols, 0.0);
-    std::fill_n(acc_b, cols, 0.0);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float *xr = x + r * n + c0, *gr = g + r * n + c0;
-      const float m = mean[r], s = rstd[r];
-      for (std::size_t i = 0; i < cols; ++i) {
-        const float xhat = (xr[i] - m) * s;
-        acc_w[i] += static_cast<double>(gr[i] * xhat);
-        acc_b[i] += static_cast<double>(gr[i]);
-      }
-    }
-    for (std::size_t i = 0; i < cols; ++i) {
-      if (dw) dw[c0 + i] = static_cast<float>(acc_w[i]);
-      if (db) db[c0 + i] = static_cast<float>(acc_b[i]);
-    }
-  }
+  column_sums<2>(rows, lo, hi, {dw, db}, [=](std::size_t r, std::size_t i) {
+    const float xhat = (x[r * n + i] - mean[r]) * rstd[r];
+    return std::array<double, 2>{static_cast<double>(g[r * n + i] * xhat), static_cast<double>(g[r * n + i])};
+  });
 }
 
 }  // namespace
